@@ -1,0 +1,315 @@
+"""Contextual GLM bandit environments and their expected (pseudo-)regret.
+
+Each round t = 0, …, T−1 the environment shows an arm set X_t of K contexts in the unit
+ball, the policy picks one, and the environment draws its reward with mean
+μ(⟨x_t, θ*⟩). Regret is the paper's pseudo-regret (§4, Problems M1/M2):
+
+    R_T = Σ_t max_{x ∈ X_t} μ(⟨x, θ*⟩) − μ(⟨x_t, θ*⟩).
+
+The environment's randomness (θ* direction, contexts, rewards) comes from its own
+streams spawned from the Generator it is given, never from the policy's, and rewards
+are coupled across arms (one uniform U_{t,k} per round and arm: r = 1[U_{t,k} < μ]),
+so two policies run on environments built from the same seed see the same contexts and
+the same reward for the same choice.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import numpy as np
+
+from dpglm.glm import GLMFamily, get_family, kappa, kappa_star
+
+__all__ = ["ContextualGLMEnv", "StochasticContextEnv", "AdversarialContextEnv", "NORM_TOLERANCE"]
+
+NORM_TOLERANCE = 1e-9
+"""Contexts may exceed the unit norm by this relative amount (floating-point slack)."""
+
+Adversary = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
+"""``adversary(t, past_actions, past_rewards) -> (K, d)`` contexts of round t."""
+
+RewardModel = Callable[[int, int, float], float]
+"""``reward_model(t, index, mean) -> reward`` in [0, R]."""
+
+
+def validate_contexts(arms: np.ndarray, n_arms: int, d: int, *, name: str = "arms") -> np.ndarray:
+    """Return ``arms`` as a float array after checking shape (..., K, d), finiteness, ‖x‖ ≤ 1.
+
+    Raises ``ValueError`` naming ``name`` and the allowed range (paper §4.1: ‖x‖ ≤ 1).
+    """
+    arms = np.asarray(arms, dtype=float)
+    if arms.ndim < 2 or arms.shape[-2:] != (n_arms, d):
+        raise ValueError(f"{name} must have shape (..., {n_arms}, {d}), got {arms.shape}")
+    if not np.all(np.isfinite(arms)):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    norms = np.sqrt(np.einsum("...i,...i->...", arms, arms))
+    worst = float(np.max(norms)) if norms.size else 0.0
+    if worst > 1.0 + NORM_TOLERANCE:
+        raise ValueError(f"{name} must lie in the unit ball (‖x‖ ≤ 1), got a norm of {worst:.6g}")
+    return arms
+
+
+def sample_unit_ball(rng: np.random.Generator, size: tuple[int, ...], d: int) -> np.ndarray:
+    """Points uniform in the d-dimensional unit ball: Gaussian direction × U^{1/d}."""
+    g = rng.standard_normal(size + (d,))
+    g /= np.linalg.norm(g, axis=-1, keepdims=True)
+    radius = rng.random(size + (1,)) ** (1.0 / d)
+    return g * radius
+
+
+class ContextualGLMEnv:
+    """A GLM contextual bandit with given contexts, θ*, and a reward model.
+
+    Parameters
+    ----------
+    family : GLMFamily or str
+    theta_star : ndarray, shape (d,)
+    contexts : ndarray (T, K, d) or callable ``adversary(t, past_actions, past_rewards)``
+        Either the whole context sequence, or an adaptive adversary returning the (K, d)
+        arm set of round t from the actions and rewards of rounds < t.
+    rng : numpy.random.Generator
+        Source of the reward stream (independent of any policy).
+    horizon : int, optional
+        Required with a callable adversary; with an array it must equal T if given.
+    n_arms : int, optional
+        Required with a callable adversary.
+    rewards : None, ndarray (T, K) or callable ``reward_model(t, index, mean)``
+        None: Bernoulli(μ(⟨x, θ*⟩)) rewards. An array or callable gives rewards directly;
+        they must lie in [0, R] with R = ``family.reward_bound``.
+    """
+
+    def __init__(
+        self,
+        family: GLMFamily | str,
+        theta_star: np.ndarray,
+        contexts: Union[np.ndarray, Adversary],
+        rng: np.random.Generator,
+        *,
+        horizon: int | None = None,
+        n_arms: int | None = None,
+        rewards: Union[None, np.ndarray, RewardModel] = None,
+    ) -> None:
+        self.family = get_family(family)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        theta_star = np.array(theta_star, dtype=float)
+        if theta_star.ndim != 1 or theta_star.size == 0 or not np.all(np.isfinite(theta_star)):
+            raise ValueError(f"theta_star must be a finite 1-D array (d,), got shape {theta_star.shape}")
+        theta_star.setflags(write=False)
+        self.theta_star = theta_star
+        self.d = theta_star.shape[0]
+        self.R = float(self.family.reward_bound)
+
+        if callable(contexts):
+            if horizon is None or n_arms is None:
+                raise ValueError("horizon and n_arms are required with an adversary callback")
+            self._adversary: Adversary | None = contexts
+            self._contexts: np.ndarray | None = None
+        else:
+            arr = np.asarray(contexts, dtype=float)
+            if arr.ndim != 3 or arr.shape[-1] != self.d:
+                raise ValueError(f"contexts must have shape (T, K, {self.d}), got {arr.shape}")
+            if horizon is not None and int(horizon) != arr.shape[0]:
+                raise ValueError(f"horizon must equal len(contexts) = {arr.shape[0]}, got {horizon}")
+            if n_arms is not None and int(n_arms) != arr.shape[1]:
+                raise ValueError(f"n_arms must equal contexts.shape[1] = {arr.shape[1]}, got {n_arms}")
+            horizon, n_arms = arr.shape[0], arr.shape[1]
+            arr = validate_contexts(arr, n_arms, self.d, name="contexts").copy()
+            arr.setflags(write=False)
+            self._adversary = None
+            self._contexts = arr
+        if int(horizon) < 1 or int(n_arms) < 1:
+            raise ValueError(f"horizon and n_arms must be >= 1, got {horizon} and {n_arms}")
+        self.horizon = int(horizon)
+        self.n_arms = int(n_arms)
+
+        self._reward_model: RewardModel | None = None
+        self._reward_table: np.ndarray | None = None
+        if rewards is None:
+            # One uniform per round and arm, drawn up front: coupled across policies.
+            self._uniforms = rng.random((self.horizon, self.n_arms))
+        elif callable(rewards):
+            self._reward_model = rewards
+        else:
+            table = np.asarray(rewards, dtype=float)
+            if table.shape != (self.horizon, self.n_arms):
+                raise ValueError(f"rewards must have shape ({self.horizon}, {self.n_arms}), got {table.shape}")
+            self._check_reward_values(table)
+            self._reward_table = table
+
+        if self._contexts is not None:
+            means = self.family.mu(self._contexts @ self.theta_star)
+            self._means: np.ndarray | None = means
+            self._best: np.ndarray | None = means.max(axis=1)
+        else:
+            self._means = self._best = None
+        self.reset()
+
+    # -- bookkeeping ------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the played rounds (contexts and reward uniforms are kept)."""
+        self.t = 0
+        self._shown: np.ndarray | None = None
+        self.actions = np.full(self.horizon, -1, dtype=np.int64)
+        self.rewards = np.full(self.horizon, np.nan)
+        self.instant_regret = np.full(self.horizon, np.nan)
+        if self._adversary is not None:
+            self._seen = np.full((self.horizon, self.n_arms, self.d), np.nan)
+
+    def _check_reward_values(self, r: np.ndarray | float) -> None:
+        r = np.asarray(r, dtype=float)
+        if not np.all(np.isfinite(r)) or np.any(r < 0.0) or np.any(r > self.R):
+            raise ValueError(f"rewards must lie in [0, R] = [0, {self.R}], got {r!r}")
+
+    # -- the protocol -----------------------------------------------------------------
+    def contexts(self, t: int) -> np.ndarray:
+        """The (K, d) arm set of round t (read-only). Rounds are played in order."""
+        if t != self.t:
+            raise ValueError(f"t must be the current round {self.t}, got {t}")
+        if t >= self.horizon:
+            raise ValueError(f"horizon exceeded: t must be < {self.horizon}, got {t}")
+        if self._contexts is not None:
+            arms = self._contexts[t]
+        else:
+            arms = validate_contexts(
+                self._adversary(t, self.actions[:t].copy(), self.rewards[:t].copy()),
+                self.n_arms,
+                self.d,
+                name=f"adversary contexts at round {t}",
+            ).copy()
+            arms.setflags(write=False)
+            self._seen[t] = arms
+        self._shown = arms
+        return arms
+
+    def pull(self, t: int, index: int) -> float:
+        """Play arm ``index`` of round t's arm set; return its reward, record regret."""
+        if t != self.t or self._shown is None:
+            raise ValueError(f"call contexts({self.t}) before pull; got t = {t}")
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"index must be an int, got {type(index).__name__}")
+        if not 0 <= index < self.n_arms:
+            raise ValueError(f"index must be in [0, {self.n_arms}), got {index}")
+        index = int(index)
+        if self._means is not None:
+            mean = self._means[t, index]
+            best = self._best[t]
+        else:
+            means = self.family.mu(self._shown @ self.theta_star)
+            mean, best = means[index], means.max()
+        if self._reward_table is not None:
+            reward = float(self._reward_table[t, index])
+        elif self._reward_model is not None:
+            reward = float(self._reward_model(t, index, float(mean)))
+            self._check_reward_values(reward)
+        else:
+            reward = float(self._uniforms[t, index] < mean) * self.R
+        self.actions[t] = index
+        self.rewards[t] = reward
+        self.instant_regret[t] = best - mean
+        self.t += 1
+        self._shown = None
+        return reward
+
+    # -- results ----------------------------------------------------------------------
+    @property
+    def regret(self) -> np.ndarray:
+        """Cumulative pseudo-regret of the rounds played so far, shape (t,)."""
+        return np.cumsum(self.instant_regret[: self.t])
+
+    def _all_contexts(self) -> np.ndarray:
+        if self._contexts is not None:
+            return self._contexts
+        if self.t == 0:
+            raise ValueError("no contexts seen yet: play at least one round first")
+        return self._seen[: self.t]
+
+    @property
+    def kappa(self) -> float:
+        """Oracle κ over every context of the run (paper §4.1; what Table 2 reports)."""
+        return kappa(self.family, self.theta_star, self._all_contexts())
+
+    @property
+    def kappa_star(self) -> float:
+        """Oracle κ* over every context of the run (paper §4.1)."""
+        return kappa_star(self.family, self.theta_star, self._all_contexts())
+
+
+class StochasticContextEnv(ContextualGLMEnv):
+    """The paper's §8 instance (model M1): θ* on the sphere of radius S, K fresh arms
+    uniform in the unit ball every round, Bernoulli rewards with mean μ(⟨x, θ*⟩).
+
+    Parameters
+    ----------
+    family : GLMFamily or str
+    d, n_arms, horizon : int >= 1
+    S : float > 0
+        ‖θ*‖; θ* = S·u with u uniform on the sphere unless ``theta_star`` is given
+        (then ‖theta_star‖ ≤ S is required).
+    rng : numpy.random.Generator
+        Spawned into three independent streams: θ*, contexts, rewards. All contexts are
+        drawn up front so they do not depend on the policy.
+    theta_star : ndarray (d,), optional
+    """
+
+    def __init__(
+        self,
+        family: GLMFamily | str,
+        d: int,
+        n_arms: int,
+        S: float,
+        horizon: int,
+        rng: np.random.Generator,
+        *,
+        theta_star: np.ndarray | None = None,
+    ) -> None:
+        for name, value in (("d", d), ("n_arms", n_arms), ("horizon", horizon)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        S = float(S)
+        if not np.isfinite(S) or S <= 0:
+            raise ValueError(f"S must be a finite number > 0, got {S}")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        theta_rng, context_rng, reward_rng = rng.spawn(3)
+        if theta_star is None:
+            u = theta_rng.standard_normal(d)
+            theta_star = S * u / np.linalg.norm(u)
+        else:
+            theta_star = np.asarray(theta_star, dtype=float)
+            if theta_star.shape != (d,):
+                raise ValueError(f"theta_star must have shape ({d},), got {theta_star.shape}")
+            if np.linalg.norm(theta_star) > S * (1.0 + NORM_TOLERANCE):
+                raise ValueError(f"theta_star must satisfy ‖θ*‖ ≤ S = {S}, got {np.linalg.norm(theta_star):.6g}")
+        self.S = S
+        contexts = sample_unit_ball(context_rng, (int(horizon), int(n_arms)), int(d))
+        super().__init__(family, theta_star, contexts, reward_rng)
+
+
+class AdversarialContextEnv(ContextualGLMEnv):
+    """Model M2 (paper §4): any context sequence, or an adaptive adversary callback.
+
+    Same parameters as :class:`ContextualGLMEnv`; ``S`` (default ‖θ*‖) is the known
+    bound on ‖θ*‖ that policies may be given.
+    """
+
+    def __init__(
+        self,
+        family: GLMFamily | str,
+        theta_star: np.ndarray,
+        contexts: Union[np.ndarray, Adversary],
+        rng: np.random.Generator,
+        *,
+        horizon: int | None = None,
+        n_arms: int | None = None,
+        rewards: Union[None, np.ndarray, RewardModel] = None,
+        S: float | None = None,
+    ) -> None:
+        super().__init__(
+            family, theta_star, contexts, rng, horizon=horizon, n_arms=n_arms, rewards=rewards
+        )
+        norm = float(np.linalg.norm(self.theta_star))
+        self.S = norm if S is None else float(S)
+        if not np.isfinite(self.S) or self.S <= 0 or norm > self.S * (1.0 + NORM_TOLERANCE):
+            raise ValueError(f"S must be finite, > 0 and >= ‖θ*‖ = {norm:.6g}, got {S}")

@@ -1,0 +1,68 @@
+"""The one interface every bandit policy implements: ``choose(arms)``, ``observe(reward)``.
+
+A round is: the environment shows the (K, d) arm set, ``choose`` returns an index, the
+environment returns that arm's reward, ``observe`` receives it. Policies keep the chosen
+context themselves between the two calls.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Policy"]
+
+_NORM_TOLERANCE = 1e-9
+
+
+class Policy(ABC):
+    """Base class of a contextual bandit policy in dimension ``d`` with rewards in [0, R].
+
+    Subclasses implement :meth:`choose` and :meth:`observe`, and may use the
+    boundary checks :meth:`_check_arms` and :meth:`_check_reward`.
+    """
+
+    name: str = "policy"
+
+    def __init__(self, d: int, *, reward_bound: float = 1.0) -> None:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise ValueError(f"d must be an int >= 1, got {d!r}")
+        reward_bound = float(reward_bound)
+        if not np.isfinite(reward_bound) or reward_bound <= 0:
+            raise ValueError(f"reward_bound must be a finite number > 0, got {reward_bound}")
+        self.d = int(d)
+        self.reward_bound = reward_bound
+
+    @abstractmethod
+    def choose(self, arms: np.ndarray) -> int:
+        """Index of the arm to play among the rows of ``arms`` (shape (K, d))."""
+
+    @abstractmethod
+    def observe(self, reward: float) -> None:
+        """Reward of the arm returned by the last :meth:`choose`."""
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Counters worth recording with a run (e.g. how often a criterion fired)."""
+        return {}
+
+    # -- boundary checks --------------------------------------------------------------
+    def _check_arms(self, arms: np.ndarray) -> np.ndarray:
+        """``arms`` as a float (K, d) array; ValueError on shape, NaN, or ‖x‖ > 1."""
+        arms = np.asarray(arms, dtype=float)
+        if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
+            raise ValueError(f"arms must have shape (K, {self.d}) with K >= 1, got {arms.shape}")
+        sq = np.einsum("ij,ij->i", arms, arms)
+        if not np.all(np.isfinite(sq)):
+            raise ValueError("arms must be finite (no NaN or inf)")
+        if sq.max() > (1.0 + _NORM_TOLERANCE) ** 2:
+            raise ValueError(f"arms must lie in the unit ball (‖x‖ ≤ 1), got a norm of {np.sqrt(sq.max()):.6g}")
+        return arms
+
+    def _check_reward(self, reward: float) -> float:
+        """``reward`` as a float; ValueError unless it is finite and in [0, R]."""
+        r = float(reward)
+        if not (0.0 <= r <= self.reward_bound):
+            raise ValueError(f"reward must lie in [0, R] = [0, {self.reward_bound}], got {reward!r}")
+        return r
