@@ -1,0 +1,286 @@
+"""Turning attack outcomes into certified lower bounds on ε.
+
+An audit runs a mechanism many times on each of two neighbouring inputs
+``D0`` and ``D1``, applies a test "say D1 when the score is at least a
+threshold", and counts false positives (``D0`` runs called ``D1``) and false
+negatives (``D1`` runs called ``D0``). Three ways to certify a lower bound:
+
+* Clopper–Pearson (Jagielski, Ullman, Oprea 2020, "Auditing differentially
+  private machine learning", §4): any (ε, δ)-DP mechanism satisfies
+  ``FPR + e^ε FNR ≥ 1 − δ`` and ``FNR + e^ε FPR ≥ 1 − δ``; upper confidence
+  bounds on both rates turn this into a lower bound on ε. Assumption-free.
+* Gaussian DP (Nasr et al. 2023, "Tight auditing of differentially private
+  machine learning", §4): a μ-GDP mechanism has ``FNR ≥ Φ(Φ⁻¹(1 − FPR) − μ)``
+  for every test, so ``μ_LB = Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub)`` bounds its GDP
+  parameter; read as (ε, δ) through the Gaussian privacy curve
+  ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth, Su 2022, Cor. 2.13).
+  Exact for mechanisms whose privacy loss is Gaussian (Gaussian noise).
+* One run (Steinke, Nasr, Jagielski 2023, "Privacy auditing with one (1)
+  training run", Thm. 5.2): m canaries each included with probability ½, r
+  guesses, v of them right; an (ε, δ)-DP mechanism gives
+  ``P[W ≥ v] ≤ P[Bin(r, q) ≥ v] + 2mδ max_{1≤i≤v} P[v − i ≤ Bin(r, q) < v]/i``
+  with ``q = e^ε/(1 + e^ε)``.
+
+Confidence: the two rates are bounded each at level ``α/2`` (union bound), so
+the certified statement holds with probability at least ``1 − α``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import optimize, special, stats
+
+__all__ = [
+    "clopper_pearson_upper",
+    "epsilon_lower_bound",
+    "epsilon_from_rates",
+    "gdp_mu_lower_bound",
+    "gdp_mu_from_rates",
+    "gdp_delta",
+    "gdp_epsilon",
+    "one_run_p_value",
+    "one_run_epsilon_lower_bound",
+]
+
+
+def _check_confidence(confidence: float) -> float:
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def _check_delta(delta: float) -> float:
+    if not (isinstance(delta, (int, float)) and 0.0 <= delta < 1.0):
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+    return float(delta)
+
+
+def _check_counts(k: int, n: int, name: str) -> None:
+    if isinstance(k, bool) or isinstance(n, bool) or not isinstance(k, (int, np.integer)) \
+            or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} count and runs must be integers, got {k!r} and {n!r}")
+    if n < 1:
+        raise ValueError(f"runs for {name} must be ≥ 1, got {n}")
+    if not 0 <= k <= n:
+        raise ValueError(f"{name} count must lie in [0, {n}], got {k}")
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper–Pearson upper bound on a binomial rate.
+
+    ``P[p > bound] ≤ alpha`` for ``k`` successes in ``n`` trials:
+    ``Beta⁻¹(1 − alpha; k + 1, n − k)``, and 1 when ``k = n``
+    (Clopper & Pearson 1934; Jagielski et al. 2020, §4.1).
+
+    Parameters
+    ----------
+    k, n : int
+        Successes and trials, ``0 ≤ k ≤ n``, ``n ≥ 1``.
+    alpha : float
+        One-sided error probability in (0, 1).
+    """
+    _check_counts(k, n, "rate")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if k == n:
+        return 1.0
+    return float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
+
+
+def epsilon_from_rates(fpr: float, fnr: float, delta: float = 0.0) -> float:
+    """Largest ε ruled out by a test with these error rates (Jagielski et al. 2020, Eq. 2).
+
+    ``max{ln((1 − δ − FNR)/FPR), ln((1 − δ − FPR)/FNR), 0}``: an (ε, δ)-DP
+    mechanism cannot be distinguished with better rates. Used with upper
+    confidence bounds on the rates this is the certified bound; used with
+    exact rates it is the ε the test reveals.
+    """
+    delta = _check_delta(delta)
+    for name, rate in (("fpr", fpr), ("fnr", fnr)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
+    best = 0.0
+    for numerator_rate, denominator_rate in ((fnr, fpr), (fpr, fnr)):
+        numerator = 1.0 - delta - numerator_rate
+        if numerator <= 0.0:
+            continue
+        if denominator_rate == 0.0:
+            return math.inf
+        best = max(best, math.log(numerator / denominator_rate))
+    return best
+
+
+def epsilon_lower_bound(false_positives: int, runs_null: int, false_negatives: int,
+                        runs_alternative: int, *, delta: float = 0.0,
+                        confidence: float = 0.95) -> float:
+    """Certified ε lower bound from false-positive / false-negative counts.
+
+    Clopper–Pearson upper bounds at level ``α/2`` each on FPR and FNR, then
+    :func:`epsilon_from_rates` (Jagielski et al. 2020, §4.1). With n runs per
+    side it can never exceed about ``ln(n / 3.7)`` at 95 %.
+
+    Parameters
+    ----------
+    false_positives, runs_null : int
+        Runs on ``D0`` called ``D1``, out of ``runs_null``.
+    false_negatives, runs_alternative : int
+        Runs on ``D1`` called ``D0``, out of ``runs_alternative``.
+    delta : float
+        The δ of the claim being tested, in [0, 1).
+    confidence : float
+        Probability, over the audit's runs, that the bound is valid.
+    """
+    alpha = 1.0 - _check_confidence(confidence)
+    _check_counts(false_positives, runs_null, "false positive")
+    _check_counts(false_negatives, runs_alternative, "false negative")
+    fpr_ub = clopper_pearson_upper(int(false_positives), int(runs_null), alpha / 2)
+    fnr_ub = clopper_pearson_upper(int(false_negatives), int(runs_alternative), alpha / 2)
+    return epsilon_from_rates(fpr_ub, fnr_ub, delta)
+
+
+def gdp_mu_from_rates(fpr: float, fnr: float) -> float:
+    """GDP parameter a test with these rates reveals: ``Φ⁻¹(1 − FPR) − Φ⁻¹(FNR)``, floored at 0.
+
+    (Dong, Roth, Su 2022, Def. 2.6: μ-GDP means the trade-off curve is at
+    least ``Φ(Φ⁻¹(1 − α) − μ)``.)
+    """
+    for name, rate in (("fpr", fpr), ("fnr", fnr)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
+    return max(0.0, float(-special.ndtri(fpr) - special.ndtri(fnr)))
+
+
+def gdp_mu_lower_bound(false_positives: int, runs_null: int, false_negatives: int,
+                       runs_alternative: int, *, confidence: float = 0.95) -> float:
+    """Certified lower bound on the Gaussian-DP parameter μ (Nasr et al. 2023, §4).
+
+    ``μ_LB = Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub)`` with Clopper–Pearson upper
+    bounds at level ``α/2`` each. A mechanism that is μ-GDP for ``μ < μ_LB``
+    would, with probability ≥ ``confidence``, not have produced these counts.
+    """
+    alpha = 1.0 - _check_confidence(confidence)
+    _check_counts(false_positives, runs_null, "false positive")
+    _check_counts(false_negatives, runs_alternative, "false negative")
+    fpr_ub = clopper_pearson_upper(int(false_positives), int(runs_null), alpha / 2)
+    fnr_ub = clopper_pearson_upper(int(false_negatives), int(runs_alternative), alpha / 2)
+    return gdp_mu_from_rates(fpr_ub, fnr_ub)
+
+
+def _check_mu(mu: float) -> float:
+    if not (isinstance(mu, (int, float)) and math.isfinite(mu) and mu >= 0.0):
+        raise ValueError(f"mu must be a finite number ≥ 0, got {mu!r}")
+    return float(mu)
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """δ(ε) of μ-GDP: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth, Su 2022, Cor. 2.13).
+
+    Evaluated in log space so that large ε does not overflow.
+    """
+    mu = _check_mu(mu)
+    if not (isinstance(epsilon, (int, float)) and epsilon >= 0.0):
+        raise ValueError(f"epsilon must be ≥ 0, got {epsilon!r}")
+    if mu == 0.0:
+        return 0.0
+    first = special.ndtr(-epsilon / mu + mu / 2)
+    second = math.exp(epsilon + special.log_ndtr(-epsilon / mu - mu / 2))
+    return max(0.0, float(first - second))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε with μ-GDP ⇒ (ε, δ)-DP: solves ``gdp_delta(mu, ε) = delta``.
+
+    This is also the exact (ε, δ) of the Gaussian mechanism with
+    ``sensitivity/σ = μ`` (Balle & Wang 2018, Thm. 8).
+    """
+    mu = _check_mu(mu)
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    if mu == 0.0 or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    upper = mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta)) + 1.0
+    while gdp_delta(mu, upper) > delta:
+        upper *= 2
+    return float(optimize.brentq(lambda eps: gdp_delta(mu, eps) - delta, 0.0, upper,
+                                 xtol=1e-12, rtol=1e-12))
+
+
+def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
+                    delta: float) -> float:
+    """Bound on ``P[W ≥ correct]`` for an (ε, δ)-DP mechanism, one-run audit.
+
+    Steinke, Nasr, Jagielski 2023, Thm. 5.2 (and Prop. 5.7 for the max):
+    ``P[Bin(r, q) ≥ v] + 2mδ · max_{1≤i≤v} P[v − i ≤ Bin(r, q) < v] / i``,
+    ``q = e^ε / (1 + e^ε)``; capped at 1.
+
+    Parameters
+    ----------
+    canaries : int
+        m, canaries each included independently with probability ½.
+    guesses : int
+        r ≤ m, canaries on which the auditor did not abstain.
+    correct : int
+        v ≤ r, correct guesses.
+    epsilon, delta : float
+        The null hypothesis: the mechanism is (ε, δ)-DP.
+    """
+    _check_one_run(canaries, guesses, correct)
+    delta = _check_delta(delta)
+    if not (isinstance(epsilon, (int, float)) and epsilon >= 0.0):
+        raise ValueError(f"epsilon must be ≥ 0, got {epsilon!r}")
+    q = special.expit(epsilon)
+    tail = float(stats.binom.sf(correct - 1, guesses, q))
+    if delta == 0.0 or correct == 0:
+        return min(1.0, tail)
+    # cdf[j] = P[Bin(r, q) ≤ j - 1] for j = 0..v, so P[v - i ≤ B < v] = cdf[v] - cdf[v - i].
+    cdf = np.concatenate(([0.0], stats.binom.cdf(np.arange(correct), guesses, q)))
+    i = np.arange(1, correct + 1)
+    window = (cdf[correct] - cdf[correct - i]) / i
+    return min(1.0, tail + 2 * canaries * delta * float(window.max()))
+
+
+def _check_one_run(canaries: int, guesses: int, correct: int) -> None:
+    for name, value in (("canaries", canaries), ("guesses", guesses), ("correct", correct)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not 0 <= correct <= guesses <= canaries or canaries < 1:
+        raise ValueError("need 0 ≤ correct ≤ guesses ≤ canaries and canaries ≥ 1, got "
+                         f"correct={correct}, guesses={guesses}, canaries={canaries}")
+
+
+def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *,
+                                delta: float = 0.0, confidence: float = 0.95) -> float:
+    """Certified ε lower bound from one run with canaries (Steinke et al. 2023, Alg. 3).
+
+    ``sup{ε : p(ε) ≤ 1 − confidence}`` with ``p`` from :func:`one_run_p_value`.
+    Rejecting (ε', δ)-DP rejects every (ε, δ)-DP with ε ≤ ε', so the supremum
+    is valid even where ``p`` is not monotone; it is located by a grid scan
+    and refined by bisection.
+    """
+    alpha = 1.0 - _check_confidence(confidence)
+    _check_one_run(canaries, guesses, correct)
+    delta = _check_delta(delta)
+
+    def rejected(eps: float) -> bool:
+        return one_run_p_value(canaries, guesses, correct, eps, delta) <= alpha
+
+    if not rejected(0.0):
+        return 0.0
+    # With all r guesses right and δ = 0 the bound is logit(α^{1/r}) ≈ ln(r / ln(1/α));
+    # past a few times that the binomial tail is ≈ 1 and nothing is rejected.
+    upper = 2.0 * math.log(max(guesses, 2) / math.log(1 / alpha) + 1.0) + 2.0
+    grid = np.linspace(0.0, upper, 401)
+    flags = np.array([rejected(float(eps)) for eps in grid])
+    last = int(np.flatnonzero(flags)[-1])
+    if last == grid.size - 1:
+        raise RuntimeError("one-run bound search range too small; report this as a bug")
+    low, high = float(grid[last]), float(grid[last + 1])
+    for _ in range(50):
+        middle = (low + high) / 2
+        if rejected(middle):
+            low = middle
+        else:
+            high = middle
+    return low
