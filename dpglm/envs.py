@@ -218,7 +218,9 @@ class ContextualGLMEnv:
         """Cumulative pseudo-regret of the rounds played so far, shape (t,)."""
         return np.cumsum(self.instant_regret[: self.t])
 
-    def _all_contexts(self) -> np.ndarray:
+    @property
+    def context_sequence(self) -> np.ndarray:
+        """Every arm set, shape (T, K, d), read-only (with an adversary: the rounds seen)."""
         if self._contexts is not None:
             return self._contexts
         if self.t == 0:
@@ -228,12 +230,12 @@ class ContextualGLMEnv:
     @property
     def kappa(self) -> float:
         """Oracle κ over every context of the run (paper §4.1; what Table 2 reports)."""
-        return kappa(self.family, self.theta_star, self._all_contexts())
+        return kappa(self.family, self.theta_star, self.context_sequence)
 
     @property
     def kappa_star(self) -> float:
         """Oracle κ* over every context of the run (paper §4.1)."""
-        return kappa_star(self.family, self.theta_star, self._all_contexts())
+        return kappa_star(self.family, self.theta_star, self.context_sequence)
 
 
 class StochasticContextEnv(ContextualGLMEnv):
