@@ -40,6 +40,7 @@ __all__ = [
     "gdp_mu_from_rates",
     "gdp_delta",
     "gdp_epsilon",
+    "gdp_mu_for_epsilon",
     "one_run_p_value",
     "one_run_epsilon_lower_bound",
 ]
@@ -205,6 +206,23 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         upper *= 2
     return float(optimize.brentq(lambda eps: gdp_delta(mu, eps) - delta, 0.0, upper,
                                  xtol=1e-12, rtol=1e-12))
+
+
+def gdp_mu_for_epsilon(epsilon: float, delta: float) -> float:
+    """The μ whose Gaussian privacy curve passes through (ε, δ): inverse of :func:`gdp_epsilon`.
+
+    Equivalently the ``sensitivity/σ`` of the analytic Gaussian mechanism
+    (Balle & Wang 2018, Thm. 8) that is exactly (ε, δ)-DP.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0.0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    upper = 1.0
+    while gdp_delta(upper, epsilon) < delta:
+        upper *= 2
+    return float(optimize.brentq(lambda mu: gdp_delta(mu, epsilon) - delta, 1e-12, upper,
+                                 xtol=1e-14, rtol=1e-13))
 
 
 def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,

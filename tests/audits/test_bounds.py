@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting import get_sigma_gaussian
 from dp_accounting.pld import privacy_loss_distribution
 from scipy import special, stats
 
@@ -13,6 +14,7 @@ from audits.bounds import (
     epsilon_lower_bound,
     gdp_delta,
     gdp_epsilon,
+    gdp_mu_for_epsilon,
     gdp_mu_from_rates,
     gdp_mu_lower_bound,
     one_run_epsilon_lower_bound,
@@ -159,3 +161,10 @@ def test_bad_input_is_refused_with_named_argument():
         gdp_epsilon(-1.0, 1e-5)
     with pytest.raises(ValueError, match="correct"):
         one_run_p_value(10, 5, 6, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-5), (2.0, 1e-3)])
+def test_gdp_mu_for_epsilon_matches_dp_accounting_analytic_gaussian(eps, delta):
+    # dp-accounting's analytic-Gaussian calibration (Balle & Wang 2018) gives σ for sensitivity 1.
+    assert gdp_mu_for_epsilon(eps, delta) == pytest.approx(1 / get_sigma_gaussian(eps, delta), rel=1e-6)
+    assert gdp_epsilon(gdp_mu_for_epsilon(eps, delta), delta) == pytest.approx(eps, rel=1e-9)
