@@ -1,0 +1,150 @@
+"""Divergences and transport costs of ε-global-DP best-arm identification.
+
+Bernoulli means throughout. ``kl`` is the Kullback–Leibler divergence, ``d_eps``
+the privacy-aware divergence of Jourdan & Azize (2025, §3)
+``d_ε(x, y) = inf_{z ∈ [x∧y, x∨y]} ε|z − x| + kl(z, y)``, and ``d_plus`` /
+``d_minus`` its signed one-sided forms (paper §3; ``../shared/BAI.md``).
+``transport_cost`` is the GLR transport cost C*_ε (paper §4), solved in closed
+form: its objective is convex and C¹ in the meeting point x, and on each of the
+four branch combinations (kl / linear for either arm) the stationarity equation
+is linear or quadratic in x. All functions broadcast over numpy arrays and
+accept ε ∈ (0, ∞] (ε = ∞ gives the non-private kl forms).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.special import xlogy
+
+__all__ = ["kl", "d_plus", "d_minus", "d_eps", "transport_cost", "g_minus"]
+
+
+def _check_eps(eps: ArrayLike) -> np.ndarray:
+    e = np.asarray(eps, dtype=float)
+    if np.any(~(e > 0)):
+        raise ValueError(f"eps must be in (0, inf], got {eps!r}")
+    return e
+
+
+def _check_mean(name: str, x: ArrayLike) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if np.any(~((a >= 0) & (a <= 1))):
+        raise ValueError(f"{name} must lie in [0, 1] (Bernoulli means), got {x!r}")
+    return a
+
+
+def _kl(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = xlogy(p, p) - xlogy(p, q) + xlogy(1 - p, 1 - p) - xlogy(1 - p, 1 - q)
+    return np.where(p == q, 0.0, np.maximum(out, 0.0))
+
+
+def kl(p: ArrayLike, q: ArrayLike) -> np.ndarray:
+    """Bernoulli KL divergence kl(p, q), with 0·log 0 = 0 (inf when q ∈ {0, 1} ≠ p)."""
+    return _kl(_check_mean("p", p), _check_mean("q", q))
+
+
+def g_minus(mu: ArrayLike, eps: ArrayLike) -> np.ndarray:
+    """g⁻_ε(μ) = μ / (μ + (1 − μ)e^{−ε}): end of the kl branch of d⁺_ε(μ, ·) (paper §3)."""
+    mu = np.asarray(mu, dtype=float)
+    e = np.exp(-np.asarray(eps, dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = mu / (mu + (1 - mu) * e)
+    return np.where(mu == 0, 0.0, g)
+
+
+def _d_plus(mu: np.ndarray, x: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    q = -np.expm1(-eps)  # 1 − e^{−ε}, exact for tiny ε
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        # ε·μ with 0·∞ = 0: at ε = ∞ this branch is reached only for μ = 0, where it is kl(0, x)
+        lin = -np.log1p(-x * q) - np.where(mu > 0, eps * mu, 0.0)
+    kl_branch = x <= g_minus(mu, eps)
+    val = np.where(kl_branch, _kl(mu, x), lin)
+    return np.where(x <= mu, 0.0, np.maximum(val, 0.0))
+
+
+def d_plus(mu: ArrayLike, x: ArrayLike, eps: ArrayLike) -> np.ndarray:
+    """Signed divergence d⁺_ε(μ, x): the ε-DP cost of moving mean μ *up* to x.
+
+    0 if x ≤ μ; kl(μ, x) if μ < x ≤ g⁻_ε(μ); −log(1 − x(1 − e^{−ε})) − εμ beyond
+    (paper §3, the minimiser z* = x e^{−ε}/(1 − x(1 − e^{−ε})) of ε|z − μ| + kl(z, x)).
+    """
+    return _d_plus(_check_mean("mu", mu), _check_mean("x", x), _check_eps(eps))
+
+
+def d_minus(mu: ArrayLike, x: ArrayLike, eps: ArrayLike) -> np.ndarray:
+    """Signed divergence d⁻_ε(μ, x) = d⁺_ε(1 − μ, 1 − x): cost of moving μ *down* to x."""
+    mu = _check_mean("mu", mu)
+    x = _check_mean("x", x)
+    return _d_plus(1 - mu, 1 - x, _check_eps(eps))
+
+
+def d_eps(x: ArrayLike, y: ArrayLike, eps: ArrayLike) -> np.ndarray:
+    """d_ε(x, y) = inf_{z between x and y} ε|z − x| + kl(z, y) (paper §3, Bernoulli form)."""
+    x = _check_mean("x", x)
+    y = _check_mean("y", y)
+    eps = _check_eps(eps)
+    return np.where(y >= x, _d_plus(x, y, eps), _d_plus(1 - x, 1 - y, eps))
+
+
+def _quadratic_roots(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both real roots of a x² + b x + c (nan where none), cancellation-free."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        disc = np.sqrt(b * b - 4 * a * c)
+        t = -0.5 * (b + np.copysign(disc, b))
+        r1 = t / a
+        r2 = c / t
+    return r1, r2
+
+
+def _objective(x, m1, m2, w1, w2, eps):
+    return w1 * _d_plus(1 - m1, 1 - x, eps) + w2 * _d_plus(m2, x, eps)
+
+
+def _transport_cost(m1, m2, w1, w2, eps):
+    """Unvalidated closed-form C*_ε; inputs broadcast, means in [0, 1], weights ≥ 0."""
+    m1, m2, w1, w2, eps = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (m1, m2, w1, w2, eps))
+    )
+    e = np.exp(-eps)
+    q = -np.expm1(-eps)
+    s = w1 + w2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cands = [
+            m1,
+            m2,
+            (w1 * m1 + w2 * m2) / s,  # both arms on their kl branch
+            (w1 - w2 * e) / (q * s),  # both on the linear (TV) branch
+        ]
+        # leader kl, challenger linear: w1(x − m1)(1 − qx) + w2 q x(1 − x) = 0
+        cands += _quadratic_roots(-q * s, w1 * (1 + m1 * q) + w2 * q, -w1 * m1)
+        # leader linear, challenger kl: w2(x − m2)(e + qx) − w1 q x(1 − x) = 0
+        cands += _quadratic_roots(q * s, w2 * e - w2 * m2 * q - w1 * q, -w2 * m2 * e)
+    best = np.full(m1.shape, np.inf)
+    for x in cands:
+        x = np.clip(np.nan_to_num(x, nan=0.5 * (m1 + m2)), m2, m1)
+        with np.errstate(invalid="ignore"):
+            val = _objective(x, m1, m2, w1, w2, eps)
+        best = np.fmin(best, val)
+    return np.where(m1 <= m2, 0.0, best)
+
+
+def transport_cost(
+    m_leader: ArrayLike, m_challenger: ArrayLike, w_leader: ArrayLike, w_challenger: ArrayLike, eps: ArrayLike
+) -> np.ndarray:
+    """GLR transport cost C*_ε(1, 2, ν, w) = inf_x w₁ d⁻_ε(m₁, x) + w₂ d⁺_ε(m₂, x).
+
+    paper §4 (GLR stopping statistic, BAI.md "Transport cost"). Zero when
+    m₁ ≤ m₂; otherwise the objective is convex and C¹ on [m₂, m₁], so its
+    minimum is the best of the (closed-form) stationary points of the four
+    branch combinations and the two end points, evaluated on the true
+    objective. Vectorised: every argument broadcasts (arm pairs × runs).
+    """
+    m1 = _check_mean("m_leader", m_leader)
+    m2 = _check_mean("m_challenger", m_challenger)
+    w1 = np.asarray(w_leader, dtype=float)
+    w2 = np.asarray(w_challenger, dtype=float)
+    if np.any(~(w1 >= 0)) or np.any(~(w2 >= 0)) or np.any(~np.isfinite(w1)) or np.any(~np.isfinite(w2)):
+        raise ValueError("w_leader and w_challenger must be finite and >= 0")
+    return _transport_cost(m1, m2, w1, w2, _check_eps(eps))
