@@ -1,0 +1,287 @@
+"""Conversions between privacy notions, and Gaussian noise calibration.
+
+Every function here errs on the safe side: a conversion to (ε, δ) returns an ε
+that is a valid upper bound (evaluated at a concrete Rényi order), an inverse
+returns a ρ at or below the true supremum, and a calibrated σ is rounded up so
+that the noise is never smaller than the charge allows.
+
+Sources (see REFERENCES.md, "Privacy accounting"):
+
+- Bun & Steinke 2016 (BS), Prop. 1.3 / 1.6: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP;
+  ε-DP ⇒ (ε²/2)-zCDP; Gaussian with L2 sensitivity Δ and std σ is Δ²/(2σ²)-zCDP.
+- Canonne, Kamath & Steinke 2020 (CKS), Prop. 12 / Cor. 13: an (α, τ)-RDP
+  mechanism is (ε, δ)-DP with ε = τ + ln(1 − 1/α) − ln(αδ)/(α − 1); for
+  ρ-zCDP τ = αρ, minimised here over real α > 1 (a 1-D scipy minimisation;
+  dp-accounting only evaluates a fixed grid of orders).
+- Balle & Wang 2018, Thm 8 (analytic Gaussian): delegated to dp-accounting's
+  ``get_sigma_gaussian`` and rounded up.
+- RDP curves → (ε, δ): delegated to dp-accounting's ``rdp.compute_epsilon``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+from scipy import optimize
+
+from accounting.costs import Number, as_fraction
+
+__all__ = [
+    "zcdp_to_approx",
+    "approx_to_zcdp",
+    "pure_to_zcdp",
+    "gaussian_sigma",
+    "gaussian_rho",
+    "analytic_gaussian_sigma",
+    "rdp_to_approx",
+    "cks_epsilon_at",
+    "cks_rho_at",
+    "zcdp_to_approx_certified",
+    "approx_to_zcdp_certified",
+]
+
+#: Relative safety margin applied when a float result becomes an exact
+#: rational bound (covers the float rounding of log/exp, ~1e-15 relative).
+_MARGIN = 1e-9
+
+
+def _positive(value: Number, name: str) -> float:
+    exact = as_fraction(value, name)
+    if exact <= 0:
+        raise ValueError(f"{name} must be > 0 (finite), got {value}")
+    return float(exact)
+
+
+def _nonnegative(value: Number, name: str) -> float:
+    exact = as_fraction(value, name)
+    if exact < 0:
+        raise ValueError(f"{name} must be >= 0 (finite), got {value}")
+    return float(exact)
+
+
+def _delta(value: Number, name: str = "delta") -> float:
+    exact = as_fraction(value, name)
+    if not 0 < exact < 1:
+        raise ValueError(f"{name} must lie in (0, 1), got {value}")
+    return float(exact)
+
+
+def cks_epsilon_at(alpha: float, rho: float, delta: float) -> float:
+    """CKS bound at one order: ε(α) = αρ + ln(1 − 1/α) − ln(αδ)/(α − 1), α > 1.
+
+    Any α > 1 gives a valid (ε, δ) for a ρ-zCDP mechanism (CKS 2020, Prop. 12
+    with τ = αρ); the result is clipped at 0.
+    """
+    return max(0.0, alpha * rho + math.log1p(-1.0 / alpha) - math.log(alpha * delta) / (alpha - 1.0))
+
+
+def cks_rho_at(alpha: float, eps: float, delta: float) -> float:
+    """Largest ρ whose CKS bound at order α is at most ε (solve ε(α) = ε for ρ)."""
+    return max(0.0, (eps - math.log1p(-1.0 / alpha) + math.log(alpha * delta) / (alpha - 1.0)) / alpha)
+
+
+def _alpha_guess(rho: float, log_inv_delta: float) -> float:
+    # Minimiser of the Bun–Steinke relaxation αρ + ln(1/δ)/(α − 1).
+    return 1.0 + math.sqrt(log_inv_delta / rho)
+
+
+def _best_alpha(objective, guess: float) -> float:
+    """Minimise ``objective(alpha)`` over α > 1, searching u = ln(α − 1)."""
+    u0 = math.log(guess - 1.0)
+    result = optimize.minimize_scalar(
+        lambda u: objective(1.0 + math.exp(u)),
+        bounds=(u0 - 12.0, u0 + 12.0),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    alpha = 1.0 + math.exp(float(result.x))
+    guess_value, found_value = objective(guess), objective(alpha)
+    return alpha if found_value <= guess_value else guess
+
+
+def zcdp_to_approx(
+    rho: Number, delta: Number, method: Literal["cks", "bun_steinke"] = "cks"
+) -> float:
+    """ε such that a ρ-zCDP mechanism is (ε, δ)-DP.
+
+    Parameters
+    ----------
+    rho : real, >= 0
+        zCDP parameter.
+    delta : real in (0, 1)
+        Target δ.
+    method : {"cks", "bun_steinke"}
+        ``"cks"`` (default): Canonne–Kamath–Steinke 2020 Cor. 13, minimised over
+        real α > 1. ``"bun_steinke"``: ρ + 2√(ρ ln(1/δ)) (BS 2016 Prop. 1.3).
+
+    Returns
+    -------
+    float
+        ε (0 when ρ = 0). Example: ρ = 0.5, δ = 1e-6 gives CKS 5.2215,
+        Bun–Steinke 5.7565 (REFERENCES.md check values).
+    """
+    r = _nonnegative(rho, "rho")
+    d = _delta(delta)
+    if method not in ("cks", "bun_steinke"):
+        raise ValueError(f"method must be 'cks' or 'bun_steinke', got {method!r}")
+    if r == 0.0:
+        return 0.0
+    log_inv_delta = -math.log(d)
+    if method == "bun_steinke":
+        return r + 2.0 * math.sqrt(r * log_inv_delta)
+    alpha = _best_alpha(lambda a: cks_epsilon_at(a, r, d), _alpha_guess(r, log_inv_delta))
+    return cks_epsilon_at(alpha, r, d)
+
+
+def approx_to_zcdp(eps: Number, delta: Number, method: Literal["cks", "bun_steinke"] = "cks") -> float:
+    """Largest ρ such that ρ-zCDP implies (ε, δ)-DP under the chosen conversion.
+
+    Parameters
+    ----------
+    eps : real, > 0
+    delta : real in (0, 1)
+    method : {"cks", "bun_steinke"}
+        ``"cks"``: sup over α > 1 of [ε − ln(1 − 1/α) + ln(αδ)/(α − 1)]/α (the
+        inverse of CKS Cor. 13). ``"bun_steinke"``: (√(ε + ln(1/δ)) − √ln(1/δ))².
+
+    Returns
+    -------
+    float
+        ρ (0 if no α gives a positive ρ). Used by the ledger to give a zCDP
+        account made from an (ε, δ) share its ρ budget (rounded down there).
+    """
+    e = _positive(eps, "eps")
+    d = _delta(delta)
+    if method not in ("cks", "bun_steinke"):
+        raise ValueError(f"method must be 'cks' or 'bun_steinke', got {method!r}")
+    log_inv_delta = -math.log(d)
+    bs = (math.sqrt(e + log_inv_delta) - math.sqrt(log_inv_delta)) ** 2
+    if method == "bun_steinke":
+        return bs
+    alpha = _best_alpha(lambda a: -cks_rho_at(a, e, d), _alpha_guess(bs, log_inv_delta))
+    return cks_rho_at(alpha, e, d)
+
+
+def zcdp_to_approx_certified(rho: Fraction, delta: Fraction) -> Fraction:
+    """Exact rational ε ≥ the CKS ε of ρ-zCDP at δ (rounded up by a safety margin).
+
+    The ledger uses this for ``guarantee()`` and reports: the returned ε is an
+    upper bound even after float rounding of the logarithms.
+    """
+    if rho == 0:
+        return Fraction(0)
+    eps = zcdp_to_approx(rho, delta)
+    return Fraction(math.nextafter(eps * (1.0 + _MARGIN) + _MARGIN, math.inf))
+
+
+def approx_to_zcdp_certified(eps: Fraction, delta: Fraction) -> Fraction:
+    """Exact rational ρ a hair below :func:`approx_to_zcdp` (rounded down).
+
+    The ledger gives a zCDP account made from an (ε, δ) share this ρ_max; the
+    true CKS inverse is irrational, so we store a rational strictly below it.
+    """
+    rho = approx_to_zcdp(eps, delta)
+    lowered = rho * (1.0 - _MARGIN)
+    if lowered <= 0.0:
+        return Fraction(0)
+    exact = Fraction(lowered)
+    # A shorter rational, still <= lowered (round down to 1e-15 relative).
+    scale = 10 ** max(0, 15 - math.floor(math.log10(lowered)))
+    return Fraction(math.floor(exact * scale), scale)
+
+
+def pure_to_zcdp(eps: Number) -> float:
+    """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+    e = _nonnegative(eps, "eps")
+    return e * e / 2.0
+
+
+def _sensitivity(sensitivity: Number) -> Fraction:
+    """Δ read both as printed and as the binary float the code computes with; the larger."""
+    delta_l2 = as_fraction(sensitivity, "sensitivity")
+    if delta_l2 <= 0:
+        raise ValueError(f"sensitivity must be > 0 (finite), got {sensitivity}")
+    return max(delta_l2, Fraction(float(sensitivity)))
+
+
+def gaussian_rho(sigma: Number, sensitivity: Number) -> float:
+    """zCDP of the Gaussian mechanism: ρ = Δ²/(2σ²) (BS 2016, Prop. 1.6), rounded up.
+
+    σ is taken as the exact binary float that the noise is drawn with; the
+    returned float is never below the exact Δ²/(2σ²), so charging it never
+    undercharges.
+    """
+    as_fraction(sigma, "sigma")
+    if not float(sigma) > 0:
+        raise ValueError(f"sigma must be > 0 (finite), got {sigma}")
+    s = Fraction(float(sigma))
+    delta_l2 = _sensitivity(sensitivity)
+    exact = delta_l2 * delta_l2 / (2 * s * s)
+    rho = float(exact)
+    while Fraction(rho) < exact:
+        rho = math.nextafter(rho, math.inf)
+    return rho
+
+
+def gaussian_sigma(rho: Number, sensitivity: Number) -> float:
+    """Smallest float σ with Δ²/(2σ²) ≤ ρ, i.e. σ = Δ/√(2ρ) rounded up.
+
+    σ is the exact binary float returned; ρ is read as printed (the ledger's
+    rule); Δ as the larger of its printed and binary values.
+
+    Parameters
+    ----------
+    rho : real, > 0
+        zCDP budget of one Gaussian release.
+    sensitivity : real, > 0
+        L2 sensitivity Δ under the charge's neighbouring relation.
+    """
+    r = as_fraction(rho, "rho")
+    if r <= 0:
+        raise ValueError(f"rho must be > 0 (finite), got {rho}")
+    delta_l2 = _sensitivity(sensitivity)
+    sigma = float(delta_l2) / math.sqrt(2.0 * float(r))
+    target = delta_l2 * delta_l2 / (2 * r)  # exact σ² lower limit
+    while Fraction(sigma) ** 2 < target:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def analytic_gaussian_sigma(eps: Number, delta: Number, sensitivity: Number) -> float:
+    """σ of the analytic Gaussian mechanism for (ε, δ)-DP (Balle & Wang 2018, Thm 8).
+
+    Delegates to dp-accounting's ``get_sigma_gaussian`` (unit sensitivity,
+    Brent with xtol 1e-12), scales by Δ and rounds up past the root-finder's
+    tolerance, so Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ holds.
+    """
+    import dp_accounting
+
+    e = _positive(eps, "eps")
+    d = _delta(delta)
+    s = _positive(sensitivity, "sensitivity")
+    unit = float(dp_accounting.get_sigma_gaussian(e, d, tol=1e-12))
+    return (unit * (1.0 + _MARGIN) + 1e-11) * s
+
+
+def rdp_to_approx(orders: Sequence[float], rdp: Sequence[float], delta: Number) -> float:
+    """ε of an RDP curve at δ: min over the given orders of the CKS Prop. 12 bound.
+
+    Delegates to dp-accounting's ``rdp.compute_epsilon``.
+    """
+    from dp_accounting import rdp as dp_rdp
+
+    d = _delta(delta)
+    order_array = np.asarray(orders, dtype=float)
+    rdp_array = np.asarray(rdp, dtype=float)
+    if order_array.ndim != 1 or order_array.shape != rdp_array.shape or order_array.size == 0:
+        raise ValueError("orders and rdp must be non-empty 1-D sequences of the same length")
+    if not np.all(np.isfinite(order_array)) or np.any(order_array <= 1.0):
+        raise ValueError("orders must be finite and > 1")
+    if not np.all(np.isfinite(rdp_array)) or np.any(rdp_array < 0.0):
+        raise ValueError("rdp must be finite and >= 0")
+    eps, _ = dp_rdp.compute_epsilon(order_array, rdp_array, d)
+    return float(eps)

@@ -1,0 +1,175 @@
+"""Privacy costs as exact, immutable values, and the neighbouring relations.
+
+A cost is what a mechanism (or a theorem) spends: ``PureDP(eps)``,
+``ApproxDP(eps, delta)`` or ``ZCDP(rho, delta=0)`` (approximate zCDP, Bun &
+Steinke 2016, Def. 1.2 / 8.1). Every field is a :class:`fractions.Fraction`
+so that a ledger can add and compare spends exactly.
+
+Exactness rule (read this before charging floats): a float argument is read
+as the decimal it prints as, ``Fraction(repr(x))``; so ``0.1`` is exactly
+1/10 and ten charges of ``0.1`` fit in a budget of ``1`` while the eleventh is
+refused. Anything that calibrates noise *from* a charged value must round its
+noise up (see :mod:`accounting.convert`) so the real privacy loss never
+exceeds the exact charge. Zero is allowed in every field (it is how a ledger
+reports "nothing spent"); a :class:`~accounting.ledger.Ledger` budget must be
+positive.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Literal, Union
+
+Relation = Literal["add_remove", "replace_one"]
+#: The neighbouring relations a charge may state: add/remove one user's data,
+#: or replace one user's data (the project default).
+RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
+
+Number = Union[int, float, Fraction, Decimal, numbers.Real]
+
+
+def as_fraction(value: Number, name: str) -> Fraction:
+    """Read ``value`` exactly; a float is read as the decimal it prints as.
+
+    Parameters
+    ----------
+    value : int, float, Fraction, Decimal or numpy real scalar
+        The number. ``bool`` and non-numbers raise ``TypeError``; NaN and
+        infinities raise ``ValueError``.
+    name : str
+        Argument name used in error messages.
+    """
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
+        raise TypeError(f"{name} must be a real number (int, float, Fraction), got {type(value).__name__}")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{name} must be finite, got {value}")
+        return Fraction(value)
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise ValueError(f"{name} must be finite, got {as_float}")
+    if isinstance(value, numbers.Rational):
+        return Fraction(value.numerator, value.denominator)
+    return Fraction(repr(as_float))
+
+
+def check_relation(relation: str) -> str:
+    """Return ``relation`` if it is one of :data:`RELATIONS`, else raise ``ValueError``."""
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    return relation
+
+
+def _nonnegative(value: Number, name: str) -> Fraction:
+    exact = as_fraction(value, name)
+    if exact < 0:
+        raise ValueError(f"{name} must be >= 0 (finite), got {value}")
+    return exact
+
+
+def _probability(value: Number, name: str) -> Fraction:
+    exact = as_fraction(value, name)
+    if not 0 <= exact < 1:
+        raise ValueError(f"{name} must lie in [0, 1), got {value}")
+    return exact
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """Pure ε-differential privacy (Dwork et al. 2006). ``eps`` ∈ [0, ∞)."""
+
+    eps: Fraction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
+
+    def is_zero(self) -> bool:
+        """True when this cost spends nothing."""
+        return self.eps == 0
+
+    def __str__(self) -> str:
+        return f"PureDP(eps={float(self.eps):.6g})"
+
+
+@dataclass(frozen=True)
+class ApproxDP:
+    """Approximate (ε, δ)-differential privacy. ``eps`` ∈ [0, ∞), ``delta`` ∈ [0, 1)."""
+
+    eps: Fraction
+    delta: Fraction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
+        object.__setattr__(self, "delta", _probability(self.delta, "delta"))
+
+    def is_zero(self) -> bool:
+        """True when this cost spends nothing."""
+        return self.eps == 0 and self.delta == 0
+
+    def __str__(self) -> str:
+        return f"ApproxDP(eps={float(self.eps):.6g}, delta={float(self.delta):.6g})"
+
+
+@dataclass(frozen=True)
+class ZCDP:
+    """(Approximate) ρ-zero-concentrated DP (Bun & Steinke 2016, Def. 1.1 and 8.1).
+
+    ``rho`` ∈ [0, ∞); ``delta`` ∈ [0, 1) is the δ of approximate zCDP (0 for
+    plain zCDP, e.g. the Gaussian mechanism).
+    """
+
+    rho: Fraction
+    delta: Fraction = Fraction(0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", _nonnegative(self.rho, "rho"))
+        object.__setattr__(self, "delta", _probability(self.delta, "delta"))
+
+    def is_zero(self) -> bool:
+        """True when this cost spends nothing."""
+        return self.rho == 0 and self.delta == 0
+
+    def __str__(self) -> str:
+        if self.delta:
+            return f"ZCDP(rho={float(self.rho):.6g}, delta={float(self.delta):.6g})"
+        return f"ZCDP(rho={float(self.rho):.6g})"
+
+
+Cost = Union[PureDP, ApproxDP, ZCDP]
+COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP)
+
+
+def check_cost(cost: object, name: str = "cost") -> Cost:
+    """Return ``cost`` if it is a PureDP, ApproxDP or ZCDP, else raise ``TypeError``."""
+    if not isinstance(cost, COST_TYPES):
+        raise TypeError(f"{name} must be PureDP, ApproxDP or ZCDP, got {type(cost).__name__}")
+    return cost  # type: ignore[return-value]
+
+
+def cost_to_dict(cost: Cost) -> dict[str, str]:
+    """Exact, JSON-ready form of a cost: fields as ``"num/den"`` strings."""
+    if isinstance(cost, PureDP):
+        return {"type": "pure", "eps": str(cost.eps)}
+    if isinstance(cost, ApproxDP):
+        return {"type": "approx", "eps": str(cost.eps), "delta": str(cost.delta)}
+    return {"type": "zcdp", "rho": str(cost.rho), "delta": str(cost.delta)}
+
+
+def cost_from_dict(data: dict[str, str]) -> Cost:
+    """Inverse of :func:`cost_to_dict`."""
+    kind = data.get("type")
+    if kind == "pure":
+        return PureDP(Fraction(data["eps"]))
+    if kind == "approx":
+        return ApproxDP(Fraction(data["eps"]), Fraction(data["delta"]))
+    if kind == "zcdp":
+        return ZCDP(Fraction(data["rho"]), Fraction(data["delta"]))
+    raise ValueError(f"cost type must be 'pure', 'approx' or 'zcdp', got {kind!r}")

@@ -1,0 +1,722 @@
+"""The privacy ledger: one total budget, a tree of named accounts, exact spends.
+
+Rules (DESIGN.md, accounting/; REFERENCES.md, privacy accounting):
+
+- **Exact arithmetic.** Budgets and spends are :class:`fractions.Fraction`; a
+  float is read as the decimal it prints as (``0.1`` is 1/10), so ten charges
+  of 0.1 fit in a budget of 1 and the eleventh is refused. Mechanisms that
+  calibrate noise from a charged value round the noise up
+  (:func:`accounting.convert.gaussian_sigma`), so the real loss never exceeds
+  the exact charge.
+- **Filters.** Refusal is a privacy filter valid under fully adaptive
+  composition: zCDP accounts halt before Σρ exceeds ρ_max (Feldman–Zrnic 2021;
+  Whitehouse et al. 2023); pure/approx accounts use the basic filter Σε ≤ ε,
+  Σδ ≤ δ (Rogers et al. 2016).
+- **Parallel composition.** ``spent = Σ(charges with partition=None) +
+  max over keys k of Σ(charges with partition=k)`` component-wise (ε and δ,
+  or ρ and δ). Charges with different keys must touch disjoint users; the
+  caller asserts that by choosing the keys.
+- **Splits** divide the account's *remaining* budget in proportion to the
+  weights, exactly (children never sum past it). The allocation counts as
+  spent on the parent. A zCDP child made from an (ε, δ) share gets
+  ρ_max = :func:`accounting.convert.approx_to_zcdp_certified` (the CKS
+  inverse rounded *down* to a rational); a pure child of an approximate
+  account takes (ε_share, 0) and leaves the δ share with the parent.
+- **Relations.** A ledger's guarantee is stated for one neighbouring relation
+  (default ``"replace_one"``). A charge stated under ``"add_remove"`` is
+  converted to replace-one by group privacy with k = 2 (pure 2ε; zCDP 4ρ,
+  Bun–Steinke 2016 Prop. 1.9; approx (2ε, (1 + e^ε)δ)). A replace-one charge
+  in an add/remove ledger is refused: it does not imply add/remove privacy.
+- **Atomic reserve-and-commit.** One lock per ledger covers check, journal
+  write and in-memory update, so racing threads never both pass a check that
+  only one fits. With a journal the charge is committed before the receipt
+  is returned; a charge that is not durably journalled is not granted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal, Union
+
+from accounting import convert
+from accounting.costs import (
+    ApproxDP,
+    Cost,
+    Number,
+    PureDP,
+    ZCDP,
+    as_fraction,
+    check_cost,
+    check_relation,
+    cost_from_dict,
+    cost_to_dict,
+)
+from accounting.journal import Journal, JournalMismatchError
+
+Currency = Literal["pure", "approx", "zcdp"]
+CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp")
+PartitionKey = Union[str, int, None]
+Vector = tuple[Fraction, Fraction]
+_ZERO: Vector = (Fraction(0), Fraction(0))
+
+#: Which child currencies a parent currency can fund (see module docstring).
+_FUNDABLE: dict[str, tuple[str, ...]] = {
+    "pure": ("pure",),
+    "approx": ("approx", "pure", "zcdp"),
+    "zcdp": ("zcdp",),
+}
+
+
+class BudgetExceeded(Exception):
+    """A charge did not fit; nothing was changed.
+
+    Attributes
+    ----------
+    account : str
+        Path of the refusing account.
+    requested : Cost
+        The charge, in the account's currency.
+    remaining : Cost
+        What the account had left.
+    """
+
+    def __init__(self, account: str, requested: Cost, remaining: Cost) -> None:
+        self.account = account
+        self.requested = requested
+        self.remaining = remaining
+        super().__init__(f"account {account!r}: requested {requested} exceeds remaining {remaining}")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """Proof that a charge was granted (and journalled, if the ledger has a journal).
+
+    ``cost`` is the charge as requested; ``charged`` is what was added to the
+    account, in its currency and under the ledger's relation; ``remaining`` is
+    the account's remaining budget right after the charge.
+    """
+
+    seq: int
+    account: str
+    cost: Cost
+    charged: Cost
+    mechanism: str
+    relation: str
+    partition: PartitionKey
+    note: str
+    analysis: bool
+    remaining: Cost
+
+
+def _add(a: Vector, b: Vector) -> Vector:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _sub(a: Vector, b: Vector) -> Vector:
+    return (a[0] - b[0], a[1] - b[1])
+
+
+def _max(a: Vector, b: Vector) -> Vector:
+    return (max(a[0], b[0]), max(a[1], b[1]))
+
+
+def _fits(a: Vector, b: Vector) -> bool:
+    return a[0] <= b[0] and a[1] <= b[1]
+
+
+def _as_cost(vector: Vector, currency: str) -> Cost:
+    if currency == "pure":
+        return PureDP(vector[0])
+    if currency == "approx":
+        return ApproxDP(vector[0], vector[1])
+    return ZCDP(vector[0], vector[1])
+
+
+def _ceil_fraction(x: float) -> Fraction:
+    """An exact rational at or above the real number that ``x`` approximates."""
+    return Fraction(math.nextafter(x * (1.0 + 1e-12), math.inf))
+
+
+def _currency_of(cost: Cost) -> str:
+    if isinstance(cost, PureDP):
+        return "pure"
+    if isinstance(cost, ApproxDP):
+        return "approx"
+    return "zcdp"
+
+
+def _to_relation(cost: Cost, relation: str, ledger_relation: str) -> Cost:
+    """Restate ``cost`` (given under ``relation``) under the ledger's relation."""
+    if relation == ledger_relation:
+        return cost
+    if ledger_relation == "add_remove":
+        raise ValueError(
+            "relation='replace_one' charge in an add_remove ledger: replace-one privacy does not imply "
+            "add/remove privacy; state the cost under relation='add_remove'"
+        )
+    # add_remove → replace_one: group privacy with k = 2.
+    if isinstance(cost, PureDP):
+        return PureDP(2 * cost.eps)
+    if isinstance(cost, ZCDP):
+        if cost.delta:
+            raise ValueError("approximate zCDP (delta > 0) under add_remove cannot be restated as replace_one")
+        return ZCDP(4 * cost.rho)
+    return ApproxDP(2 * cost.eps, min(_ceil_fraction(1.0 + math.exp(float(cost.eps))) * cost.delta, Fraction(1)))
+
+
+def _in_currency(cost: Cost, currency: str, path: str) -> Vector:
+    """The cost as a spend vector of ``currency``; TypeError where the math forbids it."""
+    if isinstance(cost, ApproxDP) and cost.delta == 0:
+        cost = PureDP(cost.eps)
+    if isinstance(cost, PureDP):
+        if currency == "zcdp":
+            return (cost.eps * cost.eps / 2, Fraction(0))
+        return (cost.eps, Fraction(0))
+    if isinstance(cost, ApproxDP):
+        if currency == "approx":
+            return (cost.eps, cost.delta)
+        raise TypeError(f"account {path!r} ({currency}) cannot take an (eps, delta) charge: {cost}")
+    if currency == "zcdp":
+        return (cost.rho, cost.delta)
+    raise TypeError(f"account {path!r} ({currency}) cannot take a zCDP charge ({cost}): zCDP does not imply {currency} DP")
+
+
+def _check_partition(partition: object) -> PartitionKey:
+    if partition is None or (isinstance(partition, (str, int)) and not isinstance(partition, bool)):
+        return partition  # type: ignore[return-value]
+    raise TypeError(f"partition must be None, a str or an int, got {type(partition).__name__}")
+
+
+def _check_text(value: object, name: str, *, required: bool) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+@dataclass
+class _Usage:
+    """Spends of one mechanism (or one analysis reason) on one account."""
+
+    count: int = 0
+    total: Vector = _ZERO
+
+
+class Account:
+    """A named budget in one currency; made by :meth:`Ledger.split` or :meth:`Account.split`.
+
+    ``budget``, ``spent`` and ``remaining`` are costs in :attr:`currency`;
+    ``spent`` counts both charges (parallel composition across partition keys)
+    and the budgets allocated to child accounts.
+    """
+
+    def __init__(self, ledger: Ledger, path: str, currency: str, budget: Vector, parent: Account | None,
+                 share: Vector) -> None:
+        self._ledger = ledger
+        self.path = path
+        self.name = path.rsplit("/", 1)[-1] if path else ""
+        self.currency: str = currency
+        self.parent = parent
+        self._budget = budget
+        self._share = share  # what the parent gave, in the parent's currency
+        self._sequential: Vector = _ZERO  # partition=None charges (excluding allocations)
+        self._allocated: Vector = _ZERO  # budgets handed to children
+        self._partitions: dict[PartitionKey, Vector] = {}
+        self._splits: list[tuple[dict[str, Fraction], dict[str, str], dict[str, Account]]] = []
+        self._splits_claimed = 0
+        self.children: dict[str, Account] = {}
+        self._usage: dict[tuple[bool, str], _Usage] = {}
+
+    # ----- state -------------------------------------------------------------------------------
+    def _spent_vector(self, partition: PartitionKey = None, extra: Vector = _ZERO) -> Vector:
+        sequential = _add(self._sequential, self._allocated)
+        if partition is None:
+            sequential = _add(sequential, extra)
+        widest = _ZERO
+        for key, total in self._partitions.items():
+            widest = _max(widest, _add(total, extra) if key == partition and partition is not None else total)
+        if partition is not None and partition not in self._partitions:
+            widest = _max(widest, extra)
+        return _add(sequential, widest)
+
+    @property
+    def budget(self) -> Cost:
+        """The account's total budget."""
+        return _as_cost(self._budget, self.currency)
+
+    @property
+    def spent(self) -> Cost:
+        """Charges (sequential + max over partitions) plus child allocations."""
+        with self._ledger._lock:
+            return _as_cost(self._spent_vector(), self.currency)
+
+    @property
+    def remaining(self) -> Cost:
+        """``budget − spent``: the largest partition=None charge that still fits."""
+        with self._ledger._lock:
+            return _as_cost(_sub(self._budget, self._spent_vector()), self.currency)
+
+    def remaining_in(self, partition: PartitionKey) -> Cost:
+        """The largest charge that still fits under ``partition``."""
+        partition = _check_partition(partition)
+        with self._ledger._lock:
+            if partition is None:
+                return self.remaining
+            # max(other keys, this key + x) <= budget - sequential  <=>  x <= budget - sequential - this key
+            # (the other keys already fit).
+            spent = _add(_add(self._sequential, self._allocated), self._partitions.get(partition, _ZERO))
+            return _as_cost(_sub(self._budget, spent), self.currency)
+
+    def __repr__(self) -> str:
+        return f"Account({self.path!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
+
+    # ----- charging ----------------------------------------------------------------------------
+    def charge(self, cost: Cost, *, mechanism: str, relation: str = "replace_one",
+               partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge a mechanism's cost; return the receipt, or raise :class:`BudgetExceeded`.
+
+        Parameters
+        ----------
+        cost : PureDP, ApproxDP or ZCDP
+            Converted to the account's currency where the math allows: pure →
+            zCDP (ε²/2), pure → approx (ε, 0); zCDP into a pure/approx account
+            and (ε, δ > 0) into a pure/zCDP account raise ``TypeError``.
+        mechanism : str
+            Name of the mechanism (shown in the report).
+        relation : {"replace_one", "add_remove"}
+            Neighbouring relation the cost is stated under.
+        partition : None, str or int
+            Parallel-composition key: charges under different keys must touch
+            disjoint users; the same key (and None) compose sequentially.
+        note : str
+            Free text kept in the journal.
+        """
+        _check_text(mechanism, "mechanism", required=True)
+        return self._charge(cost, mechanism, relation, partition, note, analysis=False)
+
+    def charge_analysis(self, cost: Cost, *, reason: str, relation: str = "replace_one",
+                        partition: PartitionKey = None) -> Receipt:
+        """Record a cost that a theorem, not noise, incurs (e.g. paper Lemma 6.1, switching times).
+
+        Same rules as :meth:`charge`; the report marks it as analysis-only with
+        its ``reason``.
+        """
+        _check_text(reason, "reason", required=True)
+        return self._charge(cost, "analysis", relation, partition, reason, analysis=True)
+
+    def _charge(self, cost: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
+                *, analysis: bool) -> Receipt:
+        check_cost(cost)
+        check_relation(relation)
+        partition = _check_partition(partition)
+        _check_text(note, "note", required=False)
+        ledger = self._ledger
+        restated = _to_relation(cost, relation, ledger.relation)
+        vector = _in_currency(restated, self.currency, self.path)
+        with ledger._lock:
+            ledger._check_open()
+            if not _fits(self._spent_vector(partition, vector), self._budget):
+                remaining = self.remaining_in(partition)
+                raise BudgetExceeded(self.path, _as_cost(vector, self.currency), remaining)
+            payload = {
+                "cost": cost_to_dict(cost),
+                "charged": cost_to_dict(_as_cost(vector, self.currency)),
+                "mechanism": mechanism,
+                "relation": relation,
+                "partition": partition,
+                "note": note,
+            }
+            seq = ledger._record("analysis" if analysis else "charge", self.path, payload)
+            self._apply(vector, partition, mechanism, note, analysis)
+            return Receipt(seq, self.path, cost, _as_cost(vector, self.currency), mechanism, relation,
+                           partition, note, analysis, self.remaining)
+
+    def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool) -> None:
+        if partition is None:
+            self._sequential = _add(self._sequential, vector)
+        else:
+            self._partitions[partition] = _add(self._partitions.get(partition, _ZERO), vector)
+        usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage())
+        usage.count += 1
+        usage.total = _add(usage.total, vector)
+
+    # ----- splitting ---------------------------------------------------------------------------
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, str] | None = None) -> dict[str, Account]:
+        """Divide the remaining budget into named child accounts, in proportion to ``weights``.
+
+        Parameters
+        ----------
+        weights : mapping name → positive real
+            Child names (non-empty, no ``/``) and their weights.
+        currency : mapping name → {"pure", "approx", "zcdp"}, optional
+            Per-child currency; default is this account's currency. An approx
+            account funds approx, pure and zCDP children; a pure account pure
+            ones; a zCDP account zCDP ones.
+
+        Returns
+        -------
+        dict[str, Account]
+            The children, in the order of ``weights``. With a journal, the
+            k-th ``split`` call on an account replays the k-th recorded split
+            (same names, weights and currencies) instead of allocating again.
+        """
+        exact_weights, currencies = self._check_split(weights, currency)
+        ledger = self._ledger
+        with ledger._lock:
+            ledger._check_open()
+            if self._splits_claimed < len(self._splits):
+                recorded_weights, recorded_currencies, children = self._splits[self._splits_claimed]
+                if recorded_weights != exact_weights or recorded_currencies != currencies:
+                    raise JournalMismatchError(
+                        f"journal {ledger.journal_path}: split #{self._splits_claimed + 1} of account "
+                        f"{self.path or '<root>'!r} was {_describe(recorded_weights, recorded_currencies)}, "
+                        f"now {_describe(exact_weights, currencies)}"
+                    )
+                self._splits_claimed += 1
+                return dict(children)
+            clash = [name for name in exact_weights if name in self.children]
+            if clash:
+                raise ValueError(f"weights: account {self.path or '<root>'!r} already has children {clash}")
+            remaining = _sub(self._budget, self._spent_vector())
+            if remaining[0] <= 0:
+                raise ValueError(f"account {self.path or '<root>'!r} has no budget left to split")
+            total = sum(exact_weights.values())
+            plan = {}
+            for name, weight in exact_weights.items():
+                share = (remaining[0] * weight / total, remaining[1] * weight / total)
+                plan[name] = self._child_budget(name, share, currencies[name])
+            payload = {
+                "weights": {name: str(w) for name, w in exact_weights.items()},
+                "currency": currencies,
+                "children": {name: {"share": [str(s[0]), str(s[1])], "budget": [str(b[0]), str(b[1])]}
+                             for name, (s, b) in plan.items()},
+            }
+            ledger._record("split", self.path, payload)
+            children = self._apply_split(exact_weights, currencies, plan)
+            self._splits_claimed += 1
+            return dict(children)
+
+    def _check_split(self, weights: object, currency: object) -> tuple[dict[str, Fraction], dict[str, str]]:
+        if not isinstance(weights, Mapping) or not weights:
+            raise ValueError("weights must be a non-empty mapping of child name to positive weight")
+        exact: dict[str, Fraction] = {}
+        for name, weight in weights.items():
+            if not isinstance(name, str) or not name or "/" in name:
+                raise ValueError(f"weights: child names must be non-empty strings without '/', got {name!r}")
+            value = as_fraction(weight, f"weights[{name!r}]")
+            if value <= 0:
+                raise ValueError(f"weights[{name!r}] must be > 0, got {weight}")
+            exact[name] = value
+        if currency is None:
+            currency = {}
+        if not isinstance(currency, Mapping):
+            raise TypeError(f"currency must be a mapping of child name to currency, got {type(currency).__name__}")
+        unknown = [name for name in currency if name not in exact]
+        if unknown:
+            raise ValueError(f"currency names children not in weights: {unknown}")
+        currencies = {}
+        for name in exact:
+            chosen = currency.get(name, self.currency)
+            if chosen not in CURRENCIES:
+                raise ValueError(f"currency[{name!r}] must be one of {CURRENCIES}, got {chosen!r}")
+            if chosen not in _FUNDABLE[self.currency]:
+                raise TypeError(
+                    f"currency[{name!r}]: a {self.currency} account can fund {_FUNDABLE[self.currency]} children, "
+                    f"not {chosen!r}"
+                )
+            currencies[name] = chosen
+        return exact, currencies
+
+    def _child_budget(self, name: str, share: Vector, currency: str) -> tuple[Vector, Vector]:
+        """(share taken from this account, child's budget in its currency)."""
+        if currency == self.currency:
+            return share, share
+        if currency == "pure":  # pure child of an approx account: delta stays here
+            return (share[0], Fraction(0)), (share[0], Fraction(0))
+        # zCDP child of an approx account.
+        if share[1] <= 0:
+            raise ValueError(f"currency[{name!r}]='zcdp' needs a delta > 0 in its (eps, delta) share")
+        rho_max = convert.approx_to_zcdp_certified(share[0], share[1])
+        return share, (rho_max, Fraction(0))
+
+    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, str],
+                     plan: dict[str, tuple[Vector, Vector]]) -> dict[str, Account]:
+        children = {}
+        for name, (share, budget) in plan.items():
+            path = f"{self.path}/{name}" if self.path else name
+            child = Account(self._ledger, path, currencies[name], budget, self, share)
+            self.children[name] = child
+            self._ledger._accounts[path] = child
+            self._allocated = _add(self._allocated, share)
+            children[name] = child
+        self._splits.append((weights, currencies, children))
+        return children
+
+    # ----- what was really used -----------------------------------------------------------------
+    def _used_vector(self) -> Vector:
+        """Charges plus what the children really used, converted to this currency."""
+        widest = _ZERO
+        for total in self._partitions.values():
+            widest = _max(widest, total)
+        used = _add(self._sequential, widest)
+        for child in self.children.values():
+            used = _add(used, child._used_in_parent())
+        return used
+
+    def _used_in_parent(self) -> Vector:
+        used = self._used_vector()
+        parent = self.parent
+        assert parent is not None
+        if self.currency == parent.currency or self.currency == "pure":
+            return used
+        # zCDP child of an approx account: CKS conversion at the child's delta share, capped by
+        # the eps share (rho_max was certified to meet it at one Renyi order).
+        if used == _ZERO:
+            return _ZERO
+        eps = min(self._share[0], convert.zcdp_to_approx_certified(used[0], self._share[1]))
+        return (eps, self._share[1])
+
+    @property
+    def used(self) -> Cost:
+        """What charges on this account and its descendants really spent (allocations excluded)."""
+        with self._ledger._lock:
+            return _as_cost(self._used_vector(), self.currency)
+
+    def converted(self) -> ApproxDP | PureDP | None:
+        """(ε, δ) (or pure ε) of :attr:`used`, as this account's parent counts it.
+
+        A pure or approx account reports its own spend; a zCDP child of an
+        (ε, δ) account its CKS conversion at its δ share; a zCDP account with a
+        zCDP parent has no δ of its own and returns None.
+        """
+        with self._ledger._lock:
+            if self.currency == "pure":
+                return PureDP(self._used_vector()[0])
+            if self.currency == "approx":
+                used = self._used_vector()
+                return ApproxDP(used[0], used[1])
+            if self.parent is None or self.parent.currency == "zcdp":
+                return None
+            eps, delta = self._used_in_parent()
+            return ApproxDP(eps, delta)
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Per mechanism (or analysis reason): count and total charged, in this currency."""
+        with self._ledger._lock:
+            return [
+                {"analysis": analysis, "mechanism": "analysis" if analysis else label,
+                 "reason": label if analysis else None, "count": use.count,
+                 "total": _as_cost(use.total, self.currency)}
+                for (analysis, label), use in self._usage.items()
+            ]
+
+    def walk(self) -> Iterator[Account]:
+        """This account and all descendants, depth first."""
+        yield self
+        for child in self.children.values():
+            yield from child.walk()
+
+
+def _describe(weights: dict[str, Fraction], currencies: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{n}: {w} ({currencies[n]})" for n, w in weights.items()) + "}"
+
+
+class Ledger:
+    """One total privacy budget and the tree of accounts that spend it.
+
+    Parameters
+    ----------
+    budget : PureDP, ApproxDP or ZCDP
+        Total budget; must be positive (ε > 0, or ρ > 0).
+    journal : str, os.PathLike or None
+        SQLite journal file (None: in memory only). Reopening the same file
+        with the same budget restores every split and charge; another budget
+        or relation raises :class:`~accounting.journal.JournalMismatchError`.
+    relation : {"replace_one", "add_remove"}
+        Neighbouring relation the guarantee is stated under.
+
+    Examples
+    --------
+    The paper's Algorithm-2 split (paper §6, "privacy guarantee": three thirds):
+
+    >>> ledger = Ledger(ApproxDP(4, 0.02))
+    >>> accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1},
+    ...                         currency={"tree": "zcdp", "optimizer": "zcdp"})
+    """
+
+    def __init__(self, budget: Cost, journal: str | os.PathLike[str] | None = None, *,
+                 relation: str = "replace_one") -> None:
+        check_cost(budget, "budget")
+        check_relation(relation)
+        first = budget.rho if isinstance(budget, ZCDP) else budget.eps
+        if first <= 0:
+            raise ValueError(f"budget must be positive (eps > 0 or rho > 0), got {budget}")
+        self.relation = relation
+        self._lock = threading.RLock()
+        self._seq = 0
+        self._closed = False
+        currency = _currency_of(budget)
+        vector = _in_currency(budget, currency, "")
+        self._accounts: dict[str, Account] = {}
+        self.root = Account(self, "", currency, vector, None, vector)
+        self._journal: Journal | None = None
+        self.journal_path: str | None = None
+        if journal is not None:
+            self._open_journal(Journal(journal), budget)
+
+    @classmethod
+    def from_journal(cls, journal: str | os.PathLike[str]) -> Ledger:
+        """Open an existing journal with the budget and relation it was written for."""
+        if not os.path.exists(journal):
+            raise FileNotFoundError(f"journal {os.fspath(journal)!r} does not exist")
+        probe = Journal(journal)
+        try:
+            meta = probe.read_meta()
+        finally:
+            probe.close()
+        if meta is None:
+            raise JournalMismatchError(f"journal {os.fspath(journal)!r} is empty (no budget recorded)")
+        return cls(cost_from_dict(meta["budget"]), journal, relation=meta["relation"])
+
+    def _open_journal(self, journal: Journal, budget: Cost) -> None:
+        try:
+            meta = journal.read_meta()
+            wanted = {"budget": cost_to_dict(budget), "relation": self.relation}
+            if meta is None:
+                journal.write_meta(wanted)
+            elif meta != wanted:
+                raise JournalMismatchError(
+                    f"journal {journal.path} was written for budget {cost_from_dict(meta['budget'])} "
+                    f"({meta['relation']}), not {budget} ({self.relation}); refusing to start over"
+                )
+            for seq, kind, path, payload in journal.events():
+                self._replay(seq, kind, path, payload)
+        except BaseException:
+            journal.close()
+            raise
+        self._journal = journal
+        self.journal_path = journal.path
+
+    def _replay(self, seq: int, kind: str, path: str, payload: dict[str, Any]) -> None:
+        account = self._accounts.get(path) if path else self.root
+        if account is None:
+            raise JournalMismatchError(f"journal event {seq} names unknown account {path!r}")
+        if kind == "split":
+            weights = {name: Fraction(w) for name, w in payload["weights"].items()}
+            plan = {name: ((Fraction(c["share"][0]), Fraction(c["share"][1])),
+                           (Fraction(c["budget"][0]), Fraction(c["budget"][1])))
+                    for name, c in payload["children"].items()}
+            account._apply_split(weights, dict(payload["currency"]), plan)
+        elif kind in ("charge", "analysis"):
+            charged = cost_from_dict(payload["charged"])
+            vector = _in_currency(charged, account.currency, path)
+            note = payload["note"]
+            account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis")
+        else:
+            raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
+        self._seq = seq
+
+    def _record(self, kind: str, path: str, payload: dict[str, Any]) -> int:
+        if self._journal is not None:
+            self._seq = self._journal.append(kind, path, payload)
+        else:
+            self._seq += 1
+        return self._seq
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("ledger is closed")
+
+    # ----- public API ---------------------------------------------------------------------------
+    @property
+    def budget(self) -> Cost:
+        """The total budget."""
+        return self.root.budget
+
+    @property
+    def currency(self) -> str:
+        """Currency of the total budget."""
+        return self.root.currency
+
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, str] | None = None) -> dict[str, Account]:
+        """Split the total budget; see :meth:`Account.split`."""
+        return self.root.split(weights, currency)
+
+    def charge(self, cost: Cost, *, mechanism: str, relation: str = "replace_one",
+               partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge the root account directly; see :meth:`Account.charge`."""
+        return self.root.charge(cost, mechanism=mechanism, relation=relation, partition=partition, note=note)
+
+    def account(self, path: str) -> Account:
+        """The account at ``path`` (``"optimizer"`` or ``"optimizer/refits"``; ``""`` is the root)."""
+        if path == "":
+            return self.root
+        try:
+            return self._accounts[path]
+        except KeyError:
+            raise KeyError(f"no account {path!r}; accounts: {sorted(self._accounts)}") from None
+
+    def accounts(self) -> list[Account]:
+        """Every account, root first, depth first."""
+        return list(self.root.walk())
+
+    def guarantee(self, delta: Number | None = None) -> ApproxDP | PureDP:
+        """The privacy of everything spent so far, as (ε, δ) (or pure ε).
+
+        Composition is conservative: each account's direct charges compose by
+        its filter (sequential sum, max over partitions); a child's real use
+        is added to its parent in the parent's currency, a zCDP child of an
+        (ε, δ) account converted on its own by CKS at its δ share (capped by
+        its ε share, which ρ_max was certified against) — i.e. the (ε, δ) of
+        several zCDP children are summed, not their ρ.
+
+        Parameters
+        ----------
+        delta : real in (0, 1), optional
+            Needed (only) for a zCDP budget: the δ of the stated guarantee,
+            which must exceed the δ of approximate-zCDP charges.
+        """
+        with self._lock:
+            used = self.root._used_vector()
+            if self.currency == "pure":
+                return PureDP(used[0])
+            if self.currency == "approx":
+                return ApproxDP(used[0], used[1])
+            if delta is None:
+                raise ValueError("delta is required for the guarantee of a zCDP budget: pass delta in (0, 1)")
+            target = as_fraction(delta, "delta")
+            if not used[1] < target < 1:
+                raise ValueError(f"delta must lie in ({float(used[1])}, 1) (above the zCDP delta spent), got {delta}")
+            return ApproxDP(convert.zcdp_to_approx_certified(used[0], target - used[1]), target)
+
+    def report(self) -> str:
+        """The budget tree as a text table (see :mod:`accounting.report`)."""
+        from accounting.report import render_text
+
+        return render_text(self)
+
+    def to_json(self) -> str:
+        """The budget tree as JSON (see :mod:`accounting.report`)."""
+        from accounting.report import render_json
+
+        return render_json(self)
+
+    def close(self) -> None:
+        """Close the journal (if any); later charges raise ``RuntimeError``."""
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+            self._closed = True
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

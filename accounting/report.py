@@ -1,0 +1,116 @@
+"""The budget tree as a text table and as JSON: what "auditing a budget split" reads.
+
+Per account: budget, spent (charges + child allocations), remaining, what was
+really used (charges of the account and its descendants), the currency, the
+converted (ε, δ) of that use, and per mechanism the number and total of its
+charges. Analysis-only charges (a theorem, not noise, e.g. paper Lemma 6.1)
+are marked ``[analysis]`` with their reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from accounting.costs import ApproxDP, Cost, PureDP, ZCDP
+
+if TYPE_CHECKING:
+    from accounting.ledger import Account, Ledger
+
+
+def format_cost(cost: Cost | None) -> str:
+    """Short human form: ``ε=1.333``, ``ε=1.333 δ=0.006667``, ``ρ=0.1457``."""
+    if cost is None:
+        return "-"
+    if isinstance(cost, PureDP):
+        return f"ε={float(cost.eps):.6g}"
+    if isinstance(cost, ApproxDP):
+        return f"ε={float(cost.eps):.6g} δ={float(cost.delta):.4g}"
+    text = f"ρ={float(cost.rho):.6g}"
+    return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
+
+
+def cost_json(cost: Cost | None) -> dict[str, Any] | None:
+    """A cost as floats plus its exact ``num/den`` fields."""
+    if cost is None:
+        return None
+    if isinstance(cost, PureDP):
+        fields = {"eps": cost.eps}
+        kind = "pure"
+    elif isinstance(cost, ApproxDP):
+        fields = {"eps": cost.eps, "delta": cost.delta}
+        kind = "approx"
+    else:
+        assert isinstance(cost, ZCDP)
+        fields = {"rho": cost.rho, "delta": cost.delta}
+        kind = "zcdp"
+    out: dict[str, Any] = {"type": kind}
+    out.update({key: float(value) for key, value in fields.items()})
+    out["exact"] = {key: str(value) for key, value in fields.items()}
+    return out
+
+
+def _guarantee(ledger: Ledger) -> Cost | None:
+    return None if ledger.currency == "zcdp" else ledger.guarantee()
+
+
+def render_text(ledger: Ledger) -> str:
+    """Fixed-width table of the budget tree, then the overall guarantee."""
+    header = ("account", "currency", "budget", "spent", "remaining", "used", "used as (ε, δ)")
+    rows: list[tuple[str, ...]] = []
+    details: list[str] = []
+    for account in ledger.accounts():
+        depth = account.path.count("/") + (1 if account.path else 0)
+        label = "  " * depth + (account.name or "<total>")
+        rows.append((label, account.currency, format_cost(account.budget), format_cost(account.spent),
+                     format_cost(account.remaining), format_cost(account.used), format_cost(account.converted())))
+        for use in account.usage():
+            tag = "[analysis] " if use["analysis"] else ""
+            what = use["reason"] if use["analysis"] else use["mechanism"]
+            details.append(f"  {account.path or '<total>'}: {tag}{what} ×{use['count']}: {format_cost(use['total'])}")
+    widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
+    lines = [f"Privacy ledger — budget {format_cost(ledger.budget)} ({ledger.currency}, relation {ledger.relation})"]
+    if ledger.journal_path:
+        lines.append(f"journal: {ledger.journal_path}")
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    lines.append("")
+    lines.append("charges by mechanism:" if details else "charges by mechanism: none")
+    lines.extend(details)
+    guarantee = _guarantee(ledger)
+    if guarantee is not None:
+        lines.append("")
+        lines.append(f"guarantee of everything spent: {format_cost(guarantee)} "
+                     f"(sum of the accounts' converted (ε, δ))")
+    return "\n".join(lines)
+
+
+def _account_json(account: Account) -> dict[str, Any]:
+    return {
+        "path": account.path,
+        "currency": account.currency,
+        "budget": cost_json(account.budget),
+        "spent": cost_json(account.spent),
+        "remaining": cost_json(account.remaining),
+        "used": cost_json(account.used),
+        "converted": cost_json(account.converted()),
+        "charges": [
+            {"mechanism": use["mechanism"], "analysis": use["analysis"], "reason": use["reason"],
+             "count": use["count"], "total": cost_json(use["total"])}
+            for use in account.usage()
+        ],
+        "children": [_account_json(child) for child in account.children.values()],
+    }
+
+
+def render_json(ledger: Ledger) -> str:
+    """JSON document: budget, relation, guarantee and the account tree (exact and float fields)."""
+    document = {
+        "budget": cost_json(ledger.budget),
+        "relation": ledger.relation,
+        "journal": ledger.journal_path,
+        "guarantee": cost_json(_guarantee(ledger)),
+        "accounts": _account_json(ledger.root),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)

@@ -1,0 +1,267 @@
+"""The in-memory ledger: exact budgets, splits, currencies, partitions, refusal, threads."""
+
+import json
+import math
+import threading
+from fractions import Fraction
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting import rdp
+
+from accounting import Account, ApproxDP, BudgetExceeded, Ledger, PureDP, Receipt, ZCDP
+
+
+def cks_by_dense_grid(rho: float, delta: float) -> float:
+    """Slow reference: CKS Cor. 13 minimised over a dense grid of real orders, refined twice."""
+    low, high = 1e-4, 1e5
+    for _ in range(3):
+        alpha = 1.0 + np.geomspace(low, high, 100_001)
+        eps = alpha * rho + np.log1p(-1.0 / alpha) - np.log(alpha * delta) / (alpha - 1.0)
+        best = int(np.argmin(eps))
+        low, high = alpha[max(best - 2, 0)] - 1.0, alpha[min(best + 2, alpha.size - 1)] - 1.0
+    return float(max(0.0, eps.min()))
+
+
+def paper_split(ledger: Ledger) -> dict[str, Account]:
+    return ledger.split({"tree": 1, "switching": 1, "optimizer": 1}, currency={"tree": "zcdp", "optimizer": "zcdp"})
+
+
+def test_ten_charges_of_a_tenth_fit_in_one_and_the_eleventh_is_refused():
+    ledger = Ledger(PureDP(1.0))
+    for _ in range(10):
+        ledger.charge(PureDP(0.1), mechanism="Laplace")
+    assert ledger.root.remaining == PureDP(0)
+    with pytest.raises(BudgetExceeded) as refused:
+        ledger.charge(PureDP(0.1), mechanism="Laplace")
+    assert refused.value.account == ""
+    assert refused.value.requested == PureDP(Fraction(1, 10))
+    assert refused.value.remaining == PureDP(0)
+    assert ledger.root.spent == PureDP(1)
+
+
+def test_refusal_changes_nothing():
+    ledger = Ledger(ApproxDP(1, 1e-6))
+    ledger.charge(ApproxDP(0.5, 5e-7), mechanism="m")
+    before = (ledger.root.spent, ledger.root.remaining, ledger.report())
+    with pytest.raises(BudgetExceeded):
+        ledger.charge(ApproxDP(0.4, 6e-7), mechanism="m")
+    assert (ledger.root.spent, ledger.root.remaining, ledger.report()) == before
+    receipt = ledger.charge(ApproxDP(0.5, 5e-7), mechanism="m")
+    assert receipt.remaining == ApproxDP(0, 0)
+
+
+def test_receipt_records_the_charge():
+    ledger = Ledger(ZCDP(1))
+    receipt = ledger.charge(PureDP(0.5), mechanism="Laplace", partition="users-a", note="first")
+    assert isinstance(receipt, Receipt)
+    assert receipt.cost == PureDP(0.5) and receipt.charged == ZCDP(Fraction(1, 8))
+    assert (receipt.mechanism, receipt.relation, receipt.partition, receipt.note) == ("Laplace", "replace_one", "users-a", "first")
+    assert receipt.analysis is False and receipt.seq == 1
+    assert receipt.remaining == ZCDP(Fraction(7, 8))
+
+
+def test_even_split_sums_exactly_to_the_total():
+    ledger = Ledger(ApproxDP(4, 0.02))
+    children = ledger.split({"a": 1, "b": 1, "c": 1})
+    assert all(child.budget == ApproxDP(Fraction(4, 3), Fraction(1, 150)) for child in children.values())
+    assert sum(c.budget.eps for c in children.values()) == 4
+    assert sum(c.budget.delta for c in children.values()) == Fraction(1, 50)
+    assert ledger.root.remaining == ApproxDP(0, 0)
+    weighted = Ledger(PureDP(1)).split({"x": 2, "y": 0.5, "z": Fraction(1, 7)})
+    assert sum(c.budget.eps for c in weighted.values()) == 1
+    assert weighted["x"].budget.eps / weighted["y"].budget.eps == 4
+
+
+def test_zcdp_child_gets_the_largest_rho_meeting_its_share():
+    ledger = Ledger(ApproxDP(4, 0.02))
+    tree = paper_split(ledger)["tree"]
+    rho_max = tree.budget.rho
+    assert tree.currency == "zcdp" and isinstance(rho_max, Fraction)
+    eps_share, delta_share = 4 / 3, 0.02 / 3
+    # meets the share (dense-grid CKS reference and dp-accounting's RDP accountant) ...
+    assert cks_by_dense_grid(float(rho_max), delta_share) <= eps_share
+    accountant = rdp.RdpAccountant()
+    accountant.compose(dp_accounting.ZCDpEvent(float(rho_max)))
+    assert accountant.get_epsilon(delta_share) <= eps_share * (1 + 2e-3)
+    # ... and is within a hair of the largest such rho.
+    assert cks_by_dense_grid(float(rho_max) * (1 + 1e-6), delta_share) > eps_share
+    # beats Bun-Steinke's inverse
+    log_inv = math.log(1 / delta_share)
+    assert float(rho_max) > (math.sqrt(eps_share + log_inv) - math.sqrt(log_inv)) ** 2
+
+
+def test_currency_conversions_and_refusals():
+    ledger = Ledger(ApproxDP(4, 0.02))
+    accounts = ledger.split({"z": 1, "a": 1, "p": 1}, currency={"z": "zcdp", "p": "pure"})
+    assert accounts["z"].charge(PureDP(0.2), mechanism="Laplace").charged == ZCDP(Fraction(1, 50))
+    assert accounts["a"].charge(PureDP(0.2), mechanism="Laplace").charged == ApproxDP(Fraction(1, 5), 0)
+    assert accounts["p"].charge(ApproxDP(0.2, 0), mechanism="Laplace").charged == PureDP(Fraction(1, 5))
+    assert accounts["p"].budget == PureDP(Fraction(4, 3))
+    with pytest.raises(TypeError, match="zCDP"):
+        accounts["a"].charge(ZCDP(0.01), mechanism="Gaussian")
+    with pytest.raises(TypeError, match="zCDP"):
+        accounts["p"].charge(ZCDP(0.01), mechanism="Gaussian")
+    with pytest.raises(TypeError, match="eps, delta"):
+        accounts["z"].charge(ApproxDP(0.1, 1e-9), mechanism="Gaussian")
+    with pytest.raises(TypeError, match="eps, delta"):
+        accounts["p"].charge(ApproxDP(0.1, 1e-9), mechanism="Gaussian")
+
+
+def test_children_currency_must_be_fundable():
+    with pytest.raises(TypeError, match="currency"):
+        Ledger(PureDP(1)).split({"z": 1}, currency={"z": "zcdp"})
+    with pytest.raises(TypeError, match="currency"):
+        Ledger(ZCDP(1)).split({"a": 1}, currency={"a": "approx"})
+    with pytest.raises(ValueError, match="delta > 0"):
+        Ledger(ApproxDP(1, 0)).split({"z": 1}, currency={"z": "zcdp"})
+
+
+def test_parallel_composition_takes_the_max_over_partition_keys():
+    ledger = Ledger(PureDP(1))
+    ledger.charge(PureDP(0.6), mechanism="m", partition="batch-1")
+    ledger.charge(PureDP(0.6), mechanism="m", partition="batch-2")
+    assert ledger.root.spent == PureDP(Fraction(3, 5))
+    with pytest.raises(BudgetExceeded):
+        ledger.charge(PureDP(0.5), mechanism="m")  # 0.5 + max(0.6, 0.6) > 1
+    with pytest.raises(BudgetExceeded):
+        ledger.charge(PureDP(0.5), mechanism="m", partition="batch-1")  # same key is sequential
+    ledger.charge(PureDP(0.4), mechanism="m", partition=3)  # a new key below the max is free
+    assert ledger.root.spent == PureDP(Fraction(3, 5))
+    ledger.charge(PureDP(0.4), mechanism="m")
+    assert ledger.root.spent == PureDP(1)
+    assert ledger.guarantee() == PureDP(1)
+
+
+def test_approx_partitions_take_the_componentwise_max():
+    ledger = Ledger(ApproxDP(1, 1e-5))
+    ledger.charge(ApproxDP(0.5, 1e-6), mechanism="m", partition="a")
+    ledger.charge(ApproxDP(0.1, 8e-6), mechanism="m", partition="b")
+    assert ledger.root.spent == ApproxDP(Fraction(1, 2), Fraction(8, 10**6))
+    assert ledger.root.remaining_in("a") == ApproxDP(Fraction(1, 2), Fraction(9, 10**6))
+    assert ledger.root.remaining_in("b") == ApproxDP(Fraction(9, 10), Fraction(2, 10**6))
+
+
+def test_add_remove_charges_are_restated_by_group_privacy():
+    ledger = Ledger(ZCDP(1))
+    assert ledger.charge(ZCDP(0.1), mechanism="Gaussian", relation="add_remove").charged == ZCDP(Fraction(2, 5))
+    pure = Ledger(PureDP(1))
+    assert pure.charge(PureDP(0.25), mechanism="Laplace", relation="add_remove").charged == PureDP(Fraction(1, 2))
+    approx = Ledger(ApproxDP(2, 1e-3))
+    charged = approx.charge(ApproxDP(0.5, 1e-6), mechanism="m", relation="add_remove").charged
+    assert charged.eps == 1 and float(charged.delta) >= (1 + math.exp(0.5)) * 1e-6
+    assert float(charged.delta) == pytest.approx((1 + math.exp(0.5)) * 1e-6, rel=1e-9)
+    with pytest.raises(ValueError, match="replace_one"):
+        Ledger(PureDP(1), relation="add_remove").charge(PureDP(0.1), mechanism="m", relation="replace_one")
+
+
+def test_nested_splits_and_guarantee_of_the_paper_split():
+    ledger = Ledger(ApproxDP(4, 0.02))
+    accounts = paper_split(ledger)
+    tree, switching, optimizer = accounts["tree"], accounts["switching"], accounts["optimizer"]
+    refits = optimizer.split({"criterion-1": 1, "criterion-2": 1})
+    assert refits["criterion-1"].currency == "zcdp"
+    assert refits["criterion-1"].budget.rho + refits["criterion-2"].budget.rho == optimizer.budget.rho
+    assert ledger.account("optimizer/criterion-2") is refits["criterion-2"]
+    tree.charge(tree.remaining, mechanism="BinaryTreeMechanism")
+    switching.charge_analysis(switching.remaining, reason="paper Lemma 6.1: switching times")
+    refits["criterion-1"].charge(ZCDP(0.01), mechanism="DPSGD")
+    guarantee = ledger.guarantee()
+    share_eps, share_delta = 4 / 3, 0.02 / 3
+    expected = share_eps + share_eps + cks_by_dense_grid(0.01, share_delta)
+    assert guarantee.delta == Fraction(1, 50)
+    assert float(guarantee.eps) == pytest.approx(expected, rel=1e-8)
+    assert float(guarantee.eps) >= expected - 1e-12
+    assert guarantee.eps <= 4
+
+
+def test_guarantee_of_a_zcdp_budget_needs_delta():
+    ledger = Ledger(ZCDP(0.5))
+    ledger.charge(ZCDP(0.5), mechanism="Gaussian")
+    with pytest.raises(ValueError, match="delta"):
+        ledger.guarantee()
+    guarantee = ledger.guarantee(delta=1e-6)
+    assert guarantee.delta == Fraction(1, 10**6)
+    assert float(guarantee.eps) == pytest.approx(5.2215, abs=6e-5)
+
+
+def test_analysis_charges_are_reported_with_their_reason():
+    ledger = Ledger(ApproxDP(4, 0.02))
+    accounts = paper_split(ledger)
+    accounts["switching"].charge_analysis(ApproxDP(Fraction(4, 3), Fraction(1, 150)), reason="paper Lemma 6.1")
+    accounts["tree"].charge(ZCDP(0.1), mechanism="BinaryTreeMechanism")
+    text = ledger.report()
+    assert "[analysis] paper Lemma 6.1" in text and "BinaryTreeMechanism" in text
+    document = json.loads(ledger.to_json())
+    switching = [c for c in document["accounts"]["children"] if c["path"] == "switching"][0]
+    assert switching["charges"] == [
+        {"mechanism": "analysis", "analysis": True, "reason": "paper Lemma 6.1", "count": 1,
+         "total": {"type": "approx", "eps": 4 / 3, "delta": 1 / 150, "exact": {"eps": "4/3", "delta": "1/150"}}}
+    ]
+    tree = [c for c in document["accounts"]["children"] if c["path"] == "tree"][0]
+    assert tree["currency"] == "zcdp" and tree["spent"]["exact"]["rho"] == "1/10"
+    assert tree["converted"]["delta"] == pytest.approx(1 / 150)
+    assert tree["converted"]["eps"] == pytest.approx(cks_by_dense_grid(0.1, 1 / 150), rel=1e-8)
+
+
+def test_racing_threads_get_exactly_the_budget():
+    n_grants = 200
+    ledger = Ledger(PureDP(Fraction(n_grants, 10)))
+    account = ledger.split({"only": 1})["only"]
+    granted = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        mine = 0
+        for _ in range(60):
+            try:
+                account.charge(PureDP(0.1), mechanism="m")
+                mine += 1
+            except BudgetExceeded:
+                pass
+        granted.append(mine)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(granted) == n_grants
+    assert account.remaining == PureDP(0)
+
+
+@pytest.mark.parametrize(
+    "call, error, name",
+    [
+        (lambda: Ledger(PureDP(0)), ValueError, "budget"),
+        (lambda: Ledger(0.5), TypeError, "budget"),
+        (lambda: Ledger(PureDP(1), relation="swap"), ValueError, "relation"),
+        (lambda: Ledger(PureDP(1)).split({}), ValueError, "weights"),
+        (lambda: Ledger(PureDP(1)).split({"a": 0}), ValueError, "weights"),
+        (lambda: Ledger(PureDP(1)).split({"a/b": 1}), ValueError, "weights"),
+        (lambda: Ledger(PureDP(1)).split({"a": 1}, currency={"b": "pure"}), ValueError, "currency"),
+        (lambda: Ledger(PureDP(1)).split({"a": 1}, currency={"a": "renyi"}), ValueError, "currency"),
+        (lambda: Ledger(PureDP(1)).charge(PureDP(0.1), mechanism=""), ValueError, "mechanism"),
+        (lambda: Ledger(PureDP(1)).charge(0.1, mechanism="m"), TypeError, "cost"),
+        (lambda: Ledger(PureDP(1)).charge(PureDP(0.1), mechanism="m", relation="x"), ValueError, "relation"),
+        (lambda: Ledger(PureDP(1)).charge(PureDP(0.1), mechanism="m", partition=1.5), TypeError, "partition"),
+        (lambda: Ledger(PureDP(1)).root.charge_analysis(PureDP(0.1), reason=" "), ValueError, "reason"),
+        (lambda: Ledger(PureDP(1)).account("nope"), KeyError, "nope"),
+    ],
+)
+def test_bad_input(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+def test_split_names_must_be_new_and_budget_left():
+    ledger = Ledger(PureDP(1))
+    ledger.split({"a": 1})
+    with pytest.raises(ValueError, match="budget left"):
+        ledger.split({"b": 1})
+    other = Ledger(PureDP(1))
+    other.split({"a": 1, "b": 1})["a"].split({"c": 1})
+    with pytest.raises(ValueError, match="already has children"):
+        other.account("a").split({"c": 1})
