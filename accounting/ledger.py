@@ -228,6 +228,7 @@ class Account:
         self._sequential: Vector = _ZERO  # partition=None charges (excluding allocations)
         self._allocated: Vector = _ZERO  # budgets handed to children
         self._partitions: dict[PartitionKey, Vector] = {}
+        self._widest: Vector = _ZERO  # component-wise max over self._partitions (sums only grow)
         self._splits: list[tuple[dict[str, Fraction], dict[str, str], dict[str, Account]]] = []
         self._splits_claimed = 0
         self.children: dict[str, Account] = {}
@@ -235,15 +236,15 @@ class Account:
 
     # ----- state -------------------------------------------------------------------------------
     def _spent_vector(self, partition: PartitionKey = None, extra: Vector = _ZERO) -> Vector:
+        """Σ(partition=None charges) + allocations + max over keys of Σ(charges with that key).
+
+        With ``extra``, the spend as it would be after charging ``extra`` under ``partition``.
+        """
         sequential = _add(self._sequential, self._allocated)
         if partition is None:
-            sequential = _add(sequential, extra)
-        widest = _ZERO
-        for key, total in self._partitions.items():
-            widest = _max(widest, _add(total, extra) if key == partition and partition is not None else total)
-        if partition is not None and partition not in self._partitions:
-            widest = _max(widest, extra)
-        return _add(sequential, widest)
+            return _add(_add(sequential, extra), self._widest)
+        grown = _add(self._partitions.get(partition, _ZERO), extra)
+        return _add(sequential, _max(self._widest, grown))
 
     @property
     def budget(self) -> Cost:
@@ -341,7 +342,9 @@ class Account:
         if partition is None:
             self._sequential = _add(self._sequential, vector)
         else:
-            self._partitions[partition] = _add(self._partitions.get(partition, _ZERO), vector)
+            grown = _add(self._partitions.get(partition, _ZERO), vector)
+            self._partitions[partition] = grown
+            self._widest = _max(self._widest, grown)
         usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage())
         usage.count += 1
         usage.total = _add(usage.total, vector)
@@ -461,10 +464,7 @@ class Account:
     # ----- what was really used -----------------------------------------------------------------
     def _used_vector(self) -> Vector:
         """Charges plus what the children really used, converted to this currency."""
-        widest = _ZERO
-        for total in self._partitions.values():
-            widest = _max(widest, total)
-        used = _add(self._sequential, widest)
+        used = _add(self._sequential, self._widest)
         for child in self.children.values():
             used = _add(used, child._used_in_parent())
         return used
