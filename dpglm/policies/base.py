@@ -53,11 +53,11 @@ class Policy(ABC):
         arms = np.asarray(arms, dtype=float)
         if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
             raise ValueError(f"arms must have shape (K, {self.d}) with K >= 1, got {arms.shape}")
-        sq = np.einsum("ij,ij->i", arms, arms)
-        if not np.all(np.isfinite(sq)):
-            raise ValueError("arms must be finite (no NaN or inf)")
-        if sq.max() > (1.0 + _NORM_TOLERANCE) ** 2:
-            raise ValueError(f"arms must lie in the unit ball (‖x‖ ≤ 1), got a norm of {np.sqrt(sq.max()):.6g}")
+        largest = float(np.einsum("ij,ij->i", arms, arms).max())
+        if not largest <= (1.0 + _NORM_TOLERANCE) ** 2:  # also catches NaN
+            if not np.all(np.isfinite(arms)):
+                raise ValueError("arms must be finite (no NaN or inf)")
+            raise ValueError(f"arms must lie in the unit ball (‖x‖ ≤ 1), got a norm of {np.sqrt(largest):.6g}")
         return arms
 
     def _check_reward(self, reward: float) -> float:

@@ -94,7 +94,7 @@ class GLMUCB(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """argmax μ(⟨x, θ̂⟩) + ρ(t)‖x‖_{V⁻¹} (Filippi et al. 2010, Algorithm 1)."""
         arms = self._check_arms(arms)
-        widths = np.sqrt(np.einsum("ki,ij,kj->k", arms, self.V_inv, arms))
+        widths = np.sqrt(np.einsum("ki,ki->k", arms @ self.V_inv, arms))
         index = self.family.mu(arms @ self.theta_hat) + self.bonus_width() * widths
         choice = int(np.argmax(index))
         self._last = arms[choice].copy()

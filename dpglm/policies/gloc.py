@@ -148,7 +148,7 @@ class GLOC(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """argmax of the optimistic index (Jun et al. 2017, Alg. 1, line 3)."""
         arms = self._check_arms(arms)
-        widths = np.sqrt(np.einsum("ki,ij,kj->k", arms, self.A_inv, arms))
+        widths = np.sqrt(np.einsum("ki,ki->k", arms @ self.A_inv, arms))
         radius = np.sqrt(max(self.beta(), 0.0))
         if self.preset == "paper-simulation":
             index = self.family.mu(arms @ self.theta) + radius * widths
