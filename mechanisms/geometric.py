@@ -1,0 +1,175 @@
+"""Geometric-batch Laplace mean estimator of private best-arm identification.
+
+Jourdan & Azize (2025), §4 "private estimator with arm-dependent geometric
+batching" (``../shared/BAI.md``, "DP-TT private mean estimator"). Arm a's
+rewards are cut into consecutive batches at the counts ⌈(1+η)^k⌉ (k = 0, 1, …,
+duplicates removed); when arm a's count reaches its next refresh point, the
+sum of the batch just completed is released with Laplace noise Lap(1/ε) and
+added to the arm's running noisy sum (cumulative, "no forgetting"). With
+``forget=True`` only the last batch is kept (the AdaP-TT estimator of Azize et
+al. 2023: last-episode mean plus Lap(1/(ε·batch size))).
+
+Privacy (replace_one: neighbours differ in one user's reward, rewards in
+[0, 1]). Every reward belongs to exactly one (arm, batch) sum, whose
+sensitivity is 1, so each release is ε-DP by the Laplace mechanism (Dwork &
+Roth 2014, Thm. 3.6); batches are disjoint in the data, so they compose in
+parallel (McSherry 2009) and the whole stream is ε-DP. Batch boundaries depend
+only on the counts, i.e. on the already-released actions. Each release is
+charged ``PureDP(ε)`` with its own partition key ``"arm=a,batch=k"``, so the
+ledger's parallel composition reproduces this argument: the whole run costs ε.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from accounting import Account, PureDP
+from mechanisms.release import Release, check_generator, check_positive
+
+__all__ = ["GeometricBatchMean", "refresh_points"]
+
+_MAX_COUNT = 2**53  # counts beyond this lose integer precision in float sums
+
+
+def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
+    """The distinct batch boundaries ⌈(1+η)^k⌉ ≤ ``limit``, k = 0, 1, … (paper §4; BAI.md).
+
+    The first point is 1: every arm's first reward is released on its own.
+    """
+    eta = check_positive("eta", eta)
+    k_max = int(np.ceil(np.log(float(limit)) / np.log1p(eta))) + 1
+    pts = np.ceil(np.exp(np.arange(k_max + 1) * np.log1p(eta)) - 1e-9)
+    pts = np.unique(pts[pts <= limit]).astype(np.int64)
+    return pts
+
+
+class GeometricBatchMean:
+    """Per-arm running Laplace sums refreshed at geometric counts, for one or many runs.
+
+    Parameters
+    ----------
+    account : accounting.Account or sequence of Account
+        A pure-ε account per run (one account: a single run). Each batch is
+        charged ``PureDP(epsilon)`` on its run's account with partition key
+        ``"arm=a,batch=k"`` *before* its noise is drawn.
+    n_arms : int
+        Number of arms K ≥ 1.
+    epsilon : float
+        Privacy budget ε > 0 of the whole stream (each batch gets Lap(1/ε)).
+    rng : numpy.random.Generator
+        Source of the Laplace noise; untouched by a refused charge.
+    eta : float, default 1.0
+        Geometric growth: refresh points ⌈(1+η)^k⌉ (η = 1: 1, 2, 4, 8, …).
+    forget : bool, default False
+        Keep only the last batch (AdaP-TT) instead of the cumulative sum (DP-TT).
+
+    Notes
+    -----
+    Neighbouring relation ``"replace_one"``; sensitivity of every batch sum 1.
+    Runs are independent (their own accounts, disjoint data); arrays are
+    indexed ``[run, arm]``.
+    """
+
+    relation = "replace_one"
+    sensitivity = 1.0
+
+    def __init__(
+        self,
+        account: Account | Sequence[Account],
+        n_arms: int,
+        epsilon: float,
+        rng: np.random.Generator,
+        *,
+        eta: float = 1.0,
+        forget: bool = False,
+    ) -> None:
+        accounts = [account] if isinstance(account, Account) else list(account)
+        if not accounts or not all(isinstance(a, Account) for a in accounts):
+            raise TypeError("account must be an accounting.Account or a non-empty sequence of them")
+        for a in accounts:
+            if a.currency != "pure":
+                raise ValueError(f"account must charge pure ε (currency 'pure'), got {a.currency!r}")
+        if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 1:
+            raise ValueError(f"n_arms must be an integer >= 1, got {n_arms!r}")
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.eta = check_positive("eta", eta)
+        self.rng = check_generator(rng)
+        self.forget = bool(forget)
+        self.accounts = accounts
+        self.n_runs, self.n_arms = len(accounts), int(n_arms)
+        self.points = refresh_points(self.eta)
+        shape = (self.n_runs, self.n_arms)
+        self.counts = np.zeros(shape, dtype=np.int64)  # rewards observed (public: actions)
+        self.batches = np.zeros(shape, dtype=np.int64)  # batches released so far = phase k
+        self.phase_counts = np.zeros(shape, dtype=np.int64)  # Ñ: samples behind the estimate
+        self.next_refresh = np.full(shape, self.points[0], dtype=np.int64)
+        self._pending = np.zeros(shape)  # raw sum of the batch in progress (never released)
+        self._noisy = np.zeros(shape)  # released noisy sums
+
+    def observe(self, counts: np.ndarray, reward_sums: np.ndarray) -> list[tuple[int, int, Release]]:
+        """Add ``counts[r, a]`` rewards summing to ``reward_sums[r, a]`` to each (run, arm).
+
+        An entry may complete its current batch (count reaches the next refresh
+        point exactly) but not run past it. Every completed batch is charged,
+        then noised once with Lap(1/ε) (paper §4, BAI.md). Returns, for each
+        completed batch, ``(run, arm, Release)`` whose value is the arm's new
+        noisy sum S̃ (cumulative, or the last batch's if ``forget``); the
+        matching sample count Ñ is :attr:`phase_counts` (public).
+
+        Raises
+        ------
+        ValueError
+            Shapes differ from (n_runs, n_arms) (or (n_arms,) for one run);
+            counts negative; sums outside [0, counts] (rewards outside [0, 1]);
+            a batch boundary would be skipped.
+        accounting.BudgetExceeded
+            A charge is refused: no noise is drawn and the estimator is unchanged
+            (charges granted earlier in the same call stay spent: conservative).
+        """
+        shape = (self.n_runs, self.n_arms)
+        c = np.asarray(counts)
+        s = np.asarray(reward_sums, dtype=float)
+        if self.n_runs == 1 and c.shape == (self.n_arms,):
+            c, s = c[None, :], s[None, :]
+        if c.shape != shape or s.shape != shape:
+            raise ValueError(f"counts and reward_sums must have shape {shape}, got {c.shape} and {s.shape}")
+        if not np.issubdtype(c.dtype, np.integer) or np.any(c < 0):
+            raise ValueError("counts must be non-negative integers")
+        if not np.all(np.isfinite(s)) or np.any(s < 0) or np.any(s > c):
+            raise ValueError("reward_sums must lie in [0, counts]: every reward must be in [0, 1]")
+        new = self.counts + c
+        if np.any(new > self.next_refresh):
+            raise ValueError("counts would run past a batch boundary; observe up to the next refresh point")
+        done = np.argwhere(new == self.next_refresh)  # row-major: deterministic order
+        receipts = []
+        for r, a in done:  # charge every completed batch before any noise is drawn
+            receipts.append(
+                self.accounts[r].charge(
+                    PureDP(self.epsilon),
+                    mechanism="GeometricBatchMean",
+                    relation=self.relation,
+                    partition=f"arm={a},batch={self.batches[r, a]}",
+                    note=f"Laplace(1/eps) on a batch sum of sensitivity 1, counts ({self.counts[r, a]}, {new[r, a]}]",
+                )
+            )
+        self.counts = new
+        self._pending += s
+        out: list[tuple[int, int, Release]] = []
+        if len(done):
+            r, a = done[:, 0], done[:, 1]
+            noise = self.rng.laplace(0.0, 1.0 / self.epsilon, size=len(done))
+            batch = self._pending[r, a] + noise
+            self._noisy[r, a] = batch if self.forget else self._noisy[r, a] + batch
+            self.phase_counts[r, a] = new[r, a] - (self._batch_start(r, a) if self.forget else 0)
+            self._pending[r, a] = 0.0
+            self.batches[r, a] += 1
+            self.next_refresh[r, a] = self.points[np.minimum(self.batches[r, a], len(self.points) - 1)]
+            out = [(int(ri), int(ai), Release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
+        return out
+
+    def _batch_start(self, r: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Count at the boundary before the batch being completed (0 for the first batch)."""
+        k = self.batches[r, a]
+        return np.where(k > 0, self.points[np.maximum(k - 1, 0)], 0)
