@@ -155,3 +155,29 @@ def test_a_killed_process_loses_no_granted_charge(tmp_path):
         assert restored == on_disk >= len(granted)
         assert granted == list(range(2, 2 + len(granted)))  # seq 1 is the split
         assert account.spent == PureDP(Fraction(restored, 1000))
+
+
+def test_racing_threads_with_a_journal_get_exactly_the_budget(tmp_path):
+    import threading
+
+    path = tmp_path / "ledger.db"
+    granted = []
+    with Ledger(PureDP(2), journal=path) as ledger:
+        barrier = threading.Barrier(8)
+
+        def worker() -> None:
+            barrier.wait()
+            for _ in range(6):
+                try:
+                    granted.append(ledger.charge(PureDP(0.1), mechanism="m").seq)
+                except BudgetExceeded:
+                    pass
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(granted) == list(range(1, 21))
+    with Ledger(PureDP(2), journal=path) as ledger:
+        assert ledger.root.remaining == PureDP(0)

@@ -1,0 +1,185 @@
+"""Property tests: random splits, charges and partitions never grant more than the budget,
+every grant/refusal matches a slow reference filter written here, and refusal changes nothing."""
+
+from fractions import Fraction
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP, convert
+
+FUNDABLE = {"pure": ["pure"], "approx": ["approx", "pure", "zcdp"], "zcdp": ["zcdp"]}
+ZERO = (Fraction(0), Fraction(0))
+
+
+class Reference:
+    """Independent model of one account's basic / zCDP filter with parallel composition."""
+
+    def __init__(self, currency, budget, parent=None):
+        self.currency, self.budget, self.parent = currency, budget, parent
+        self.sequential = ZERO  # None-partition charges and allocations
+        self.keyed: dict = {}
+
+    def spent(self, key=None, extra=ZERO):
+        keyed = dict(self.keyed)
+        seq = self.sequential
+        if key is None:
+            seq = (seq[0] + extra[0], seq[1] + extra[1])
+        else:
+            old = keyed.get(key, ZERO)
+            keyed[key] = (old[0] + extra[0], old[1] + extra[1])
+        top = (max([v[0] for v in keyed.values()], default=Fraction(0)),
+               max([v[1] for v in keyed.values()], default=Fraction(0)))
+        return (seq[0] + top[0], seq[1] + top[1])
+
+    def fits(self, key, extra):
+        total = self.spent(key, extra)
+        return total[0] <= self.budget[0] and total[1] <= self.budget[1]
+
+    def add(self, key, extra):
+        if key is None:
+            self.sequential = (self.sequential[0] + extra[0], self.sequential[1] + extra[1])
+        else:
+            old = self.keyed.get(key, ZERO)
+            self.keyed[key] = (old[0] + extra[0], old[1] + extra[1])
+
+
+def vector(cost):
+    if isinstance(cost, PureDP):
+        return (cost.eps, Fraction(0))
+    if isinstance(cost, ApproxDP):
+        return (cost.eps, cost.delta)
+    return (cost.rho, cost.delta)
+
+
+def reference_charge(cost, currency, relation):
+    """Cost in the account's currency, or None where the conversion is not allowed."""
+    if isinstance(cost, ApproxDP) and cost.delta == 0:
+        cost = PureDP(cost.eps)
+    if relation == "add_remove":
+        cost = PureDP(2 * cost.eps) if isinstance(cost, PureDP) else ZCDP(4 * cost.rho)
+    if isinstance(cost, PureDP):
+        return (cost.eps**2 / 2, Fraction(0)) if currency == "zcdp" else (cost.eps, Fraction(0))
+    if isinstance(cost, ApproxDP):
+        return (cost.eps, cost.delta) if currency == "approx" else None
+    return (cost.rho, cost.delta) if currency == "zcdp" else None
+
+
+budgets = st.one_of(
+    st.builds(PureDP, st.fractions(Fraction(1, 10), 10, max_denominator=20)),
+    st.builds(ApproxDP, st.fractions(Fraction(1, 10), 10, max_denominator=20),
+              st.sampled_from([Fraction(0), Fraction(1, 100), Fraction(1, 10**6), Fraction(2, 100)])),
+    st.builds(ZCDP, st.fractions(Fraction(1, 50), 2, max_denominator=50),
+              st.sampled_from([Fraction(0), Fraction(1, 10**5)])),
+)
+
+split_op = st.tuples(
+    st.just("split"),
+    st.integers(0, 50),
+    st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    st.lists(st.sampled_from(["pure", "approx", "zcdp", "zcdp", None]), min_size=3, max_size=3),
+)
+charge_op = st.tuples(
+    st.just("charge"),
+    st.integers(0, 50),
+    st.sampled_from(["pure", "approx", "zcdp"]),
+    st.integers(0, 60),  # size, in hundredths of the account's budget
+    st.sampled_from([None, None, "a", "b", 0]),
+    st.sampled_from(["replace_one", "replace_one", "add_remove"]),
+    st.booleans(),  # analysis charge?
+)
+
+
+def make_cost(kind, size, account):
+    budget = vector(account.budget)
+    first = budget[0] * size / 100
+    second = budget[1] * size / 100
+    if kind == "pure":
+        return PureDP(first if account.currency != "zcdp" else Fraction(size, 100))
+    if kind == "approx":
+        return ApproxDP(first if account.currency == "approx" else Fraction(size, 100), second)
+    return ZCDP(first if account.currency == "zcdp" else Fraction(size, 1000), second)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budgets, st.lists(st.one_of(split_op, charge_op), max_size=25))
+def test_random_operations_never_overspend_and_refusal_changes_nothing(budget, operations):
+    ledger = Ledger(budget)
+    refs = {"": Reference(ledger.currency, vector(ledger.budget))}
+    for op in operations:
+        accounts = ledger.accounts()
+        account = accounts[op[1] % len(accounts)]
+        ref = refs[account.path]
+        if op[0] == "split":
+            _, _, weights, currencies = op
+            names = [f"c{len(account.children) + i}" for i in range(len(weights))]
+            wanted = {n: c for n, c in zip(names, currencies) if c is not None}
+            remaining = (ref.budget[0] - ref.spent()[0], ref.budget[1] - ref.spent()[1])
+            allowed = all(c in FUNDABLE[account.currency] for c in wanted.values())
+            needs_delta = any(c == "zcdp" and account.currency == "approx" for c in wanted.values())
+            if not allowed:
+                try:
+                    account.split(dict(zip(names, weights)), currency=wanted)
+                except TypeError:
+                    continue
+                raise AssertionError("an unfundable currency was accepted")
+            if remaining[0] <= 0 or (needs_delta and remaining[1] <= 0):
+                try:
+                    account.split(dict(zip(names, weights)), currency=wanted)
+                except ValueError:
+                    continue
+                raise AssertionError("a split without budget was accepted")
+            children = account.split(dict(zip(names, weights)), currency=wanted)
+            total = sum(weights)
+            for name, weight in zip(names, weights):
+                share = (remaining[0] * weight / total, remaining[1] * weight / total)
+                child = children[name]
+                if child.currency == "pure" and account.currency == "approx":
+                    share = (share[0], Fraction(0))
+                if child.currency == account.currency or child.currency == "pure":
+                    assert vector(child.budget) == share
+                else:
+                    rho = child.budget.rho
+                    assert rho < convert.approx_to_zcdp(share[0], share[1])
+                    assert convert.zcdp_to_approx(rho, share[1]) <= share[0]
+                ref.add(None, share)
+                refs[child.path] = Reference(child.currency, vector(child.budget), ref)
+        else:
+            _, _, kind, size, key, relation, analysis = op
+            cost = make_cost(kind, size, account)
+            if relation == "add_remove" and isinstance(cost, ApproxDP) and cost.delta > 0:
+                relation = "replace_one"  # group privacy of (eps, delta) rounds e^eps: not modelled here
+            if relation == "add_remove" and isinstance(cost, ZCDP) and cost.delta > 0:
+                relation = "replace_one"
+            expected = reference_charge(cost, account.currency, relation)
+            before = ledger.to_json()
+            try:
+                if analysis:
+                    receipt = account.charge_analysis(cost, reason="theorem", relation=relation, partition=key)
+                else:
+                    receipt = account.charge(cost, mechanism="m", relation=relation, partition=key)
+            except TypeError:
+                assert expected is None
+                assert ledger.to_json() == before
+                continue
+            except BudgetExceeded:
+                assert expected is not None and not ref.fits(key, expected)
+                assert ledger.to_json() == before  # refusal changes nothing
+                continue
+            assert expected is not None and ref.fits(key, expected)
+            assert vector(receipt.charged) == expected
+            ref.add(key, expected)
+        # invariants after every operation
+        for acct in ledger.accounts():
+            spent, limit = vector(acct.spent), vector(acct.budget)
+            assert spent == refs[acct.path].spent()
+            assert spent[0] <= limit[0] and spent[1] <= limit[1]
+            used = vector(acct.used)
+            assert used[0] <= spent[0] and used[1] <= spent[1]
+    if ledger.currency == "zcdp":
+        delta = ledger.root.spent.delta + Fraction(1, 10**6)
+        guarantee = ledger.guarantee(delta)
+        assert guarantee.eps <= convert.zcdp_to_approx_certified(ledger.budget.rho, delta - ledger.root.spent.delta)
+    else:
+        guarantee = vector(ledger.guarantee())
+        assert guarantee[0] <= vector(ledger.budget)[0] and guarantee[1] <= vector(ledger.budget)[1]
