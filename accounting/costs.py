@@ -43,6 +43,8 @@ def as_fraction(value: Number, name: str) -> Fraction:
     name : str
         Argument name used in error messages.
     """
+    if type(value) is Fraction:
+        return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
         raise TypeError(f"{name} must be a real number (int, float, Fraction), got {type(value).__name__}")
     if isinstance(value, Fraction):

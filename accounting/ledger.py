@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, Union
@@ -114,7 +114,8 @@ class Receipt:
 
 
 def _add(a: Vector, b: Vector) -> Vector:
-    return (a[0] + b[0], a[1] + b[1])
+    # Skipping zero components keeps the common (δ = 0) charge cheap: Fraction addition is slow.
+    return (a[0] + b[0] if b[0] else a[0], a[1] + b[1] if b[1] else a[1])
 
 
 def _sub(a: Vector, b: Vector) -> Vector:
@@ -320,23 +321,21 @@ class Account:
         ledger = self._ledger
         restated = _to_relation(cost, relation, ledger.relation)
         vector = _in_currency(restated, self.currency, self.path)
+        charged = _as_cost(vector, self.currency)
         with ledger._lock:
             ledger._check_open()
-            if not _fits(self._spent_vector(partition, vector), self._budget):
-                remaining = self.remaining_in(partition)
-                raise BudgetExceeded(self.path, _as_cost(vector, self.currency), remaining)
-            payload = {
-                "cost": cost_to_dict(cost),
-                "charged": cost_to_dict(_as_cost(vector, self.currency)),
-                "mechanism": mechanism,
-                "relation": relation,
-                "partition": partition,
-                "note": note,
-            }
+            spent_after = self._spent_vector(partition, vector)
+            if not _fits(spent_after, self._budget):
+                raise BudgetExceeded(self.path, charged, self.remaining_in(partition))
+
+            def payload() -> dict[str, Any]:
+                return {"cost": cost_to_dict(cost), "charged": cost_to_dict(charged), "mechanism": mechanism,
+                        "relation": relation, "partition": partition, "note": note}
+
             seq = ledger._record("analysis" if analysis else "charge", self.path, payload)
             self._apply(vector, partition, mechanism, note, analysis)
-            return Receipt(seq, self.path, cost, _as_cost(vector, self.currency), mechanism, relation,
-                           partition, note, analysis, self.remaining)
+            return Receipt(seq, self.path, cost, charged, mechanism, relation, partition, note, analysis,
+                           _as_cost(_sub(self._budget, spent_after), self.currency))
 
     def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool) -> None:
         if partition is None:
@@ -400,7 +399,7 @@ class Account:
                 "children": {name: {"share": [str(s[0]), str(s[1])], "budget": [str(b[0]), str(b[1])]}
                              for name, (s, b) in plan.items()},
             }
-            ledger._record("split", self.path, payload)
+            ledger._record("split", self.path, lambda: payload)
             children = self._apply_split(exact_weights, currencies, plan)
             self._splits_claimed += 1
             return dict(children)
@@ -622,9 +621,10 @@ class Ledger:
             raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
         self._seq = seq
 
-    def _record(self, kind: str, path: str, payload: dict[str, Any]) -> int:
+    def _record(self, kind: str, path: str, payload: Callable[[], dict[str, Any]]) -> int:
+        """Next sequence number; with a journal, durably append the event first (caller holds the lock)."""
         if self._journal is not None:
-            self._seq = self._journal.append(kind, path, payload)
+            self._seq = self._journal.append(kind, path, payload())
         else:
             self._seq += 1
         return self._seq
