@@ -1,0 +1,56 @@
+"""``dpglm ledger demo`` and ``dpglm ledger show``, driven through the command module."""
+
+import argparse
+import json
+from fractions import Fraction
+
+import pytest
+
+from accounting import ApproxDP, Ledger, ZCDP, convert
+from dpglm.commands import ledger as command
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))
+
+
+def test_demo_charges_the_paper_split_as_algorithm_2_would(tmp_path, capsys):
+    journal = tmp_path / "demo.db"
+    assert run(["demo", "--journal", str(journal)]) == 0
+    out = capsys.readouterr().out
+    assert "refit 6 refused" in out and "refit 5 granted" in out
+    assert "[analysis] paper Lemma 6.1" in out
+    assert "BinaryTreeMechanism ×1" in out and "DPSGD ×5" in out
+    with Ledger(ApproxDP(4, 0.02), journal=journal) as ledger:
+        tree, switching, optimizer = (ledger.account(name) for name in ("tree", "switching", "optimizer"))
+        share = (Fraction(4, 3), Fraction(1, 150))
+        assert tree.currency == optimizer.currency == "zcdp"
+        assert tree.budget.rho < convert.approx_to_zcdp(*share)
+        assert tree.remaining == ZCDP(0) and optimizer.remaining == ZCDP(0)
+        assert switching.spent == ApproxDP(*share)
+        assert [u["count"] for u in optimizer.usage()] == [5]
+        guarantee = ledger.guarantee()
+        assert guarantee.delta == Fraction(1, 50) and guarantee.eps <= 4
+        assert float(guarantee.eps) == pytest.approx(4, rel=1e-8)
+
+
+def test_show_prints_the_report_of_a_journal(tmp_path, capsys):
+    journal = tmp_path / "demo.db"
+    run(["demo", "--journal", str(journal), "--epsilon", "2", "--refits", "2"])
+    capsys.readouterr()
+    assert run(["show", str(journal), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["budget"]["exact"] == {"eps": "2", "delta": "1/50"}
+    switching = [c for c in document["accounts"]["children"] if c["path"] == "switching"][0]
+    assert switching["charges"][0]["analysis"] is True
+    assert run(["show", str(journal)]) == 0
+    assert "switching" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, name", [(["demo", "--epsilon", "0"], "epsilon"), (["demo", "--delta", "1"], "delta"),
+                                        (["demo", "--refits", "0"], "refits"), (["demo", "--horizon", "0"], "horizon")])
+def test_demo_rejects_bad_arguments(argv, name):
+    with pytest.raises(ValueError, match=name):
+        run(argv)
