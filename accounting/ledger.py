@@ -49,6 +49,7 @@ from accounting.costs import (
     Cost,
     Number,
     PureDP,
+    Relation,
     ZCDP,
     as_fraction,
     check_cost,
@@ -143,7 +144,7 @@ def _ceil_fraction(x: float) -> Fraction:
     return Fraction(math.nextafter(x * (1.0 + 1e-12), math.inf))
 
 
-def _currency_of(cost: Cost) -> str:
+def _currency_of(cost: Cost) -> Currency:
     if isinstance(cost, PureDP):
         return "pure"
     if isinstance(cost, ApproxDP):
@@ -217,12 +218,12 @@ class Account:
     and the budgets allocated to child accounts.
     """
 
-    def __init__(self, ledger: Ledger, path: str, currency: str, budget: Vector, parent: Account | None,
+    def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
                  share: Vector) -> None:
         self._ledger = ledger
         self.path = path
         self.name = path.rsplit("/", 1)[-1] if path else ""
-        self.currency: str = currency
+        self.currency: Currency = currency
         self.parent = parent
         self._budget = budget
         self._share = share  # what the parent gave, in the parent's currency
@@ -279,7 +280,7 @@ class Account:
         return f"Account({self.path!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
 
     # ----- charging ----------------------------------------------------------------------------
-    def charge(self, cost: Cost, *, mechanism: str, relation: str = "replace_one",
+    def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",
                partition: PartitionKey = None, note: str = "") -> Receipt:
         """Charge a mechanism's cost; return the receipt, or raise :class:`BudgetExceeded`.
 
@@ -302,7 +303,7 @@ class Account:
         _check_text(mechanism, "mechanism", required=True)
         return self._charge(cost, mechanism, relation, partition, note, analysis=False)
 
-    def charge_analysis(self, cost: Cost, *, reason: str, relation: str = "replace_one",
+    def charge_analysis(self, cost: Cost, *, reason: str, relation: Relation = "replace_one",
                         partition: PartitionKey = None) -> Receipt:
         """Record a cost that a theorem, not noise, incurs (e.g. paper Lemma 6.1, switching times).
 
@@ -349,7 +350,7 @@ class Account:
         usage.total = _add(usage.total, vector)
 
     # ----- splitting ---------------------------------------------------------------------------
-    def split(self, weights: Mapping[str, Number], currency: Mapping[str, str] | None = None) -> dict[str, Account]:
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None) -> dict[str, Account]:
         """Divide the remaining budget into named child accounts, in proportion to ``weights``.
 
         Parameters
@@ -550,7 +551,7 @@ class Ledger:
     """
 
     def __init__(self, budget: Cost, journal: str | os.PathLike[str] | None = None, *,
-                 relation: str = "replace_one") -> None:
+                 relation: Relation = "replace_one") -> None:
         check_cost(budget, "budget")
         check_relation(relation)
         first = budget.rho if isinstance(budget, ZCDP) else budget.eps
@@ -644,11 +645,11 @@ class Ledger:
         """Currency of the total budget."""
         return self.root.currency
 
-    def split(self, weights: Mapping[str, Number], currency: Mapping[str, str] | None = None) -> dict[str, Account]:
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None) -> dict[str, Account]:
         """Split the total budget; see :meth:`Account.split`."""
         return self.root.split(weights, currency)
 
-    def charge(self, cost: Cost, *, mechanism: str, relation: str = "replace_one",
+    def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",
                partition: PartitionKey = None, note: str = "") -> Receipt:
         """Charge the root account directly; see :meth:`Account.charge`."""
         return self.root.charge(cost, mechanism=mechanism, relation=relation, partition=partition, note=note)
@@ -714,6 +715,19 @@ class Ledger:
                 self._journal.close()
                 self._journal = None
             self._closed = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling (e.g. to a worker process) copies an in-memory ledger; a journalled one refuses,
+        since two copies appending to one journal could together overspend."""
+        if self._journal is not None:
+            raise TypeError(f"a Ledger with an open journal ({self.journal_path}) cannot be pickled or copied")
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def __enter__(self) -> Ledger:
         return self

@@ -265,3 +265,24 @@ def test_split_names_must_be_new_and_budget_left():
     other.split({"a": 1, "b": 1})["a"].split({"c": 1})
     with pytest.raises(ValueError, match="already has children"):
         other.account("a").split({"c": 1})
+
+
+def test_an_in_memory_ledger_pickles_with_its_state():
+    import copy
+    import pickle
+
+    ledger = Ledger(ApproxDP(4, 0.02))
+    paper_split(ledger)["tree"].charge(ZCDP(0.1), mechanism="BinaryTreeMechanism", partition="p")
+    clone = pickle.loads(pickle.dumps(ledger))
+    assert clone.to_json() == ledger.to_json()
+    clone.account("tree").charge(ZCDP(0.01), mechanism="m")  # the clone has a working lock
+    assert ledger.account("tree").spent == ZCDP(Fraction(1, 10))
+    assert copy.deepcopy(ledger).account("tree").spent == ZCDP(Fraction(1, 10))
+
+
+def test_a_journalled_ledger_refuses_to_be_pickled(tmp_path):
+    import pickle
+
+    with Ledger(PureDP(1), journal=tmp_path / "j.db") as ledger:
+        with pytest.raises(TypeError, match="journal"):
+            pickle.dumps(ledger)
