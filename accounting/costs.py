@@ -93,10 +93,6 @@ class PureDP:
     def __post_init__(self) -> None:
         object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
 
-    def is_zero(self) -> bool:
-        """True when this cost spends nothing."""
-        return self.eps == 0
-
     def __str__(self) -> str:
         return f"PureDP(eps={float(self.eps):.6g})"
 
@@ -111,10 +107,6 @@ class ApproxDP:
     def __post_init__(self) -> None:
         object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
         object.__setattr__(self, "delta", _probability(self.delta, "delta"))
-
-    def is_zero(self) -> bool:
-        """True when this cost spends nothing."""
-        return self.eps == 0 and self.delta == 0
 
     def __str__(self) -> str:
         return f"ApproxDP(eps={float(self.eps):.6g}, delta={float(self.delta):.6g})"
@@ -134,10 +126,6 @@ class ZCDP:
     def __post_init__(self) -> None:
         object.__setattr__(self, "rho", _nonnegative(self.rho, "rho"))
         object.__setattr__(self, "delta", _probability(self.delta, "delta"))
-
-    def is_zero(self) -> bool:
-        """True when this cost spends nothing."""
-        return self.rho == 0 and self.delta == 0
 
     def __str__(self) -> str:
         if self.delta:
