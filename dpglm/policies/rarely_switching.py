@@ -1,0 +1,534 @@
+"""The rarely-switching GLM bandit family: one core, exact or private ingredients.
+
+Sawarni et al. (2024)'s RS-GLinCB and the paper's joint-DP Algorithm 2 run the same
+loop (paper §6, Alg. 2):
+
+* **Criterion I** (Alg. 2, line 4): if some arm has ``‖x‖²_{V⁻¹} ≥ 1/(γ²κR²)``, play the
+  most uncertain one, add it to the exploration set T_o and to ``V``, and refit
+  ``θ̂_o`` on T_o over ``Θ_I = {‖θ‖ ≤ S}``.
+* otherwise **Criterion II** (line 11): if the design matrix ``H_t`` has grown enough since
+  the last switch τ (``H_t ⋠ c·H_τ`` in the paper; ``det H_t > c·det H_τ`` in
+  Sawarni et al.), switch: ``H_τ ← H_t`` and refit ``θ̂_τ`` on the other rounds over
+  ``Θ_II = {‖θ − θ̂_o‖_V ≤ w}``;
+* eliminate the arms whose ``UCB_o(x) = ⟨x, θ̂_o⟩ + w‖x‖_{V⁻¹}`` is below the best
+  ``LCB_o``, and play ``argmax ⟨x, θ̃⟩ + β‖x‖_{H_τ⁻¹}`` (§6.1); the round then enters
+  ``H`` with weight ``μ̇(⟨x, θ̂_o⟩)/e`` (line 16).
+
+What differs between the two algorithms is only where the ingredients come from: the
+matrices ``V`` and ``H`` are exact running sums (:class:`ExactDesign`) or binary-tree
+releases (:class:`dpglm.policies.joint_dp.TreeDesign`); the estimates are the
+regularised MLE (:class:`MLEEstimator`) or DP-SGD (:class:`dpglm.policies.joint_dp.DPSGDEstimator`).
+Both plug into :class:`RarelySwitchingBandit` through the two small protocols below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from dpglm.glm import GLMFamily, get_family, kappa_support
+from dpglm.policies.base import Policy
+
+__all__ = [
+    "RarelySwitchingParameters",
+    "Constraint",
+    "DesignStatistic",
+    "Estimator",
+    "ExactDesign",
+    "MLEEstimator",
+    "RarelySwitchingBandit",
+    "RSGLinUCB",
+    "kappa_bound",
+    "kappa_star_bound",
+    "rs_glinucb_parameters",
+    "paper_floor",
+]
+
+SwitchRule = Literal["loewner", "determinant"]
+Centre = Literal["tau", "midpoint"]
+
+
+def kappa_bound(family: GLMFamily | str, S: float) -> float:
+    """Public upper bound on κ: ``1/min_{|z| ≤ S} μ̇(z)`` (paper §4.1 with ‖x‖ ≤ 1, ‖θ*‖ ≤ S).
+
+    Computed from the known S only, never from θ* or the contexts (the paper's code uses
+    the oracle κ; a private policy must not).
+    """
+    return kappa_support(family, S)
+
+
+def kappa_star_bound(family: GLMFamily | str, S: float) -> float:
+    """Public lower bound on κ*: ``1/max_{|z| ≤ S} μ̇(z)`` (paper §4.1: ``1/κ* = max μ̇``).
+
+    Formulas of §J.1 grow with ``1/κ*``, so this is the conservative value
+    (√(2π) ≈ 2.507 for probit, 4 for logistic).
+    """
+    family = get_family(family)
+    S = float(S)
+    if not np.isfinite(S) or S <= 0:
+        raise ValueError(f"S must be a finite number > 0, got {S}")
+    grid = np.linspace(-S, S, 20001)
+    return float(1.0 / np.max(family.dmu(grid)))
+
+
+@dataclass(frozen=True)
+class RarelySwitchingParameters:
+    """Every constant the rarely-switching loop decides with (paper §6.1, §J.1).
+
+    Parameters
+    ----------
+    lam : float > 0
+        λ: ``V`` starts at ``λI`` (Alg. 2, line 1).
+    lam_h : float > 0
+        ``H`` starts at ``lam_h·I`` (the paper uses one λ for both; a private run may
+        calibrate each to its own tree's noise).
+    floor_v, floor_h : float in (0, lam], (0, lam_h]
+        Eigenvalue floors applied before inverting ``V``, ``H`` (post-processing that
+        keeps a noisy release positive definite; Assumption J.1's ``λ_min = 4d/(4d+1)·λ``
+        by default, see :func:`paper_floor`).
+    beta : float > 0
+        β: width of ``UCB(x, H, θ) = ⟨x, θ⟩ + β‖x‖_{H⁻¹}`` (§6.1).
+    exploration_threshold : float > 0
+        Criterion I fires when ``max_x ‖x‖²_{V⁻¹} ≥`` this (paper: ``1/(γ²κR²)``).
+    elimination_width : float > 0
+        w in ``UCB_o/LCB_o = ⟨x, θ̂_o⟩ ± w‖x‖_{V⁻¹}`` and the radius of ``Θ_II``
+        (paper §6.1: ``γκ``; Sawarni et al.: ``γ√κ``).
+    switch_rule : {"loewner", "determinant"}
+        Criterion II: ``λ_max(H_τ^{-1/2} H_t H_τ^{-1/2}) > c`` (paper Alg. 2, line 11,
+        the directional-growth rule that survives noisy ``H``) or
+        ``det H_t > c·det H_τ`` (Sawarni et al. 2024).
+    switch_factor : float > 1
+        c above (paper: 2).
+    centre : {"tau", "midpoint"}
+        The arm-choice estimate: ``θ̂_τ`` (paper §6.1) or ``(θ̂_o + θ̂_τ)/2`` (both
+        authors' simulation code).
+    fit_lam : float >= 0
+        Ridge weight of the refits (paper: ``λ_max = (4d+2)/(4d+1)·λ``, §J.1).
+    radius : float > 0
+        S, the radius of ``Θ_I``.
+    kappa : float >= 1
+        The κ bound used in the widths (kept for the record).
+    """
+
+    lam: float
+    lam_h: float
+    floor_v: float
+    floor_h: float
+    beta: float
+    exploration_threshold: float
+    elimination_width: float
+    switch_rule: SwitchRule
+    switch_factor: float
+    centre: Centre
+    fit_lam: float
+    radius: float
+    kappa: float
+
+    def __post_init__(self) -> None:
+        for name in ("lam", "lam_h", "floor_v", "floor_h", "beta", "exploration_threshold",
+                     "elimination_width", "radius"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.floor_v > self.lam or self.floor_h > self.lam_h:
+            raise ValueError(
+                f"floor_v, floor_h must not exceed lam, lam_h; got {self.floor_v}, {self.floor_h} "
+                f"for {self.lam}, {self.lam_h}"
+            )
+        if not (math.isfinite(self.fit_lam) and self.fit_lam >= 0):
+            raise ValueError(f"fit_lam must be a finite number >= 0, got {self.fit_lam!r}")
+        if not (math.isfinite(self.kappa) and self.kappa >= 1):
+            raise ValueError(f"kappa must be a finite number >= 1, got {self.kappa!r}")
+        if self.switch_rule not in ("loewner", "determinant"):
+            raise ValueError(f"switch_rule must be 'loewner' or 'determinant', got {self.switch_rule!r}")
+        if not (math.isfinite(self.switch_factor) and self.switch_factor > 1):
+            raise ValueError(f"switch_factor must be a finite number > 1, got {self.switch_factor!r}")
+        if self.centre not in ("tau", "midpoint"):
+            raise ValueError(f"centre must be 'tau' or 'midpoint', got {self.centre!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (for results files)."""
+        return asdict(self)
+
+
+def paper_floor(d: int, lam: float) -> float:
+    """Assumption J.1's lower eigenvalue bound ``λ_min = 4d/(4d+1)·λ`` (paper §J.1)."""
+    return 4 * d / (4 * d + 1) * lam
+
+
+def rs_glinucb_parameters(
+    family: GLMFamily | str,
+    d: int,
+    horizon: int,
+    S: float,
+    *,
+    delta: float = 0.02,
+    preset: str = "simulation",
+) -> RarelySwitchingParameters:
+    """Parameters of the non-private RS-GLinCB (Sawarni et al. 2024).
+
+    ``"simulation"``: the constants of Sawarni et al.'s public simulation code (λ = 0.5,
+    γ = S√(d ln(T/δ)), β = 4√(d ln(T/δ)), exploration when ``‖x‖²_{V⁻¹} > 1/(0.01·κS²d)``,
+    elimination width ``γ√κ``, determinant growth factor 1.5, arm choice at
+    ``(θ̂_o + θ̂_τ)/2``, refits with ridge λ/2); κ is the public bound
+    :func:`kappa_bound`, not the oracle.
+    ``"theory"``: the non-private limit (ε → ∞) of the paper's §J.1 constants with C = 1:
+    ``λ = 5/4·dΛ_T``, ``β = R d Λ_T``, ``γ = R²S d Λ_T``, threshold ``1/(γ²κR²)``,
+    width ``γκ``, ``det H_t > 2 det H_τ``.
+    """
+    family = get_family(family)
+    _check_problem(d, horizon, S)
+    delta = _check_delta(delta)
+    kappa = kappa_bound(family, S)
+    R = float(family.reward_bound)
+    log_term = math.log(horizon / delta)
+    if preset == "simulation":
+        gamma = S * math.sqrt(d * log_term)
+        return RarelySwitchingParameters(
+            lam=0.5,
+            lam_h=0.5,
+            floor_v=paper_floor(d, 0.5),
+            floor_h=paper_floor(d, 0.5),
+            beta=4.0 * math.sqrt(d * log_term),
+            exploration_threshold=1.0 / (0.01 * kappa * S**2 * d),
+            elimination_width=gamma * math.sqrt(kappa),
+            switch_rule="determinant",
+            switch_factor=1.5,
+            centre="midpoint",
+            fit_lam=0.25,
+            radius=float(S),
+            kappa=kappa,
+        )
+    if preset == "theory":
+        lam = 1.25 * d * log_term
+        gamma = R**2 * S * d * log_term
+        return RarelySwitchingParameters(
+            lam=lam,
+            lam_h=lam,
+            floor_v=paper_floor(d, lam),
+            floor_h=paper_floor(d, lam),
+            beta=R * d * log_term,
+            exploration_threshold=1.0 / (gamma**2 * kappa * R**2),
+            elimination_width=gamma * kappa,
+            switch_rule="determinant",
+            switch_factor=2.0,
+            centre="tau",
+            fit_lam=(4 * d + 2) / (4 * d + 1) * lam,
+            radius=float(S),
+            kappa=kappa,
+        )
+    raise ValueError(f"preset must be 'simulation' or 'theory', got {preset!r}")
+
+
+def _check_problem(d: int, horizon: int, S: float) -> None:
+    for name, value in (("d", d), ("horizon", horizon)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if not (isinstance(S, (int, float)) and math.isfinite(S) and S > 0):
+        raise ValueError(f"S must be a finite number > 0, got {S!r}")
+
+
+def _check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    return delta
+
+
+# -- pluggable ingredients --------------------------------------------------------------
+@dataclass(frozen=True)
+class Constraint:
+    """The set a refit minimises over: ``{θ : ‖θ − centre‖_M ≤ radius}``.
+
+    ``metric=None`` is the Euclidean ball (``Θ_I``, paper §6); otherwise the ellipsoid
+    ``Θ_II = {‖θ − θ̂_o‖_V ≤ γκ}`` with ``M = V``.
+    """
+
+    centre: np.ndarray
+    radius: float
+    metric: np.ndarray | None = None
+
+    def project_metric(self, theta: np.ndarray) -> np.ndarray:
+        """Projection of θ onto the set in the set's own metric (radial scaling)."""
+        diff = np.asarray(theta, dtype=float) - self.centre
+        norm = math.sqrt(float(diff @ diff if self.metric is None else diff @ self.metric @ diff))
+        if norm <= self.radius:
+            return np.asarray(theta, dtype=float)
+        return self.centre + diff * (self.radius / norm)
+
+
+class DesignStatistic(Protocol):
+    """A running design matrix ``λI + Σ leaves`` (exact) or its private release."""
+
+    version: int
+    """Incremented whenever :attr:`matrix` changes (factorizations are cached on it)."""
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The current (symmetric) matrix the policy decides with."""
+
+    def append(self, leaf: np.ndarray | None) -> None:
+        """Add round t's leaf (``None``: this round contributes nothing to the sum)."""
+
+
+class Estimator(Protocol):
+    """Refits an estimate of θ* from (X, y) over a constraint set."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray | None:
+        """The new estimate, or ``None`` if it may not be updated (budget refused)."""
+
+
+class ExactDesign:
+    """Exact ``λI + Σ_s leaf_s`` (non-private RS-GLinCB, Sawarni et al. 2024)."""
+
+    def __init__(self, d: int, lam: float) -> None:
+        self._matrix = lam * np.eye(d)
+        self._matrix.setflags(write=False)
+        self.version = 0
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self._matrix
+
+    def append(self, leaf: np.ndarray | None) -> None:
+        if leaf is None:
+            return
+        matrix = self._matrix + leaf
+        matrix.setflags(write=False)
+        self._matrix = matrix
+        self.version += 1
+
+
+class MLEEstimator:
+    """Regularised MLE (paper §4 loss ``L(θ; λ)``) over the constraint set.
+
+    On the ball ``Θ_I`` it is the exact constrained minimiser (:meth:`GLMFamily.fit_mle`);
+    on the ellipsoid ``Θ_II`` the unconstrained minimiser projected in the V metric.
+    """
+
+    def __init__(self, family: GLMFamily, lam: float) -> None:
+        self.family = family
+        self.lam = float(lam)
+
+    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray:
+        if constraint.metric is None and not np.any(constraint.centre):
+            return self.family.fit_mle(X, y, lam=self.lam, radius=constraint.radius, theta0=theta0)
+        theta = self.family.fit_mle(X, y, lam=self.lam, theta0=theta0)
+        return constraint.project_metric(theta)
+
+
+def _inverse_and_floor(matrix: np.ndarray, floor: float) -> np.ndarray:
+    """Inverse of a symmetric matrix after flooring its eigenvalues at ``floor``.
+
+    The floor is the post-processing that keeps Assumption J.1 (``V ⪰ λ_min I``) true
+    for a noisy release; on an exact ``λI + Σ`` it never binds (eigenvalues ≥ λ).
+    """
+    w, q = np.linalg.eigh(matrix)
+    return (q / np.maximum(w, floor)) @ q.T
+
+
+# -- the loop ---------------------------------------------------------------------------
+class RarelySwitchingBandit(Policy):
+    """The rarely-switching loop of paper Alg. 2 / Sawarni et al. Alg. 2 (module docstring).
+
+    Parameters
+    ----------
+    family : GLMFamily or str
+    d : int
+    params : RarelySwitchingParameters
+    design_v, design_h : DesignStatistic
+        Sources of ``V`` (Criterion I rounds) and ``H`` (the other rounds).
+    estimator_o, estimator_tau : Estimator
+        Refits of ``θ̂_o`` on T_o over ``Θ_I`` and of ``θ̂_τ`` on [t−1]∖T_o over ``Θ_II``.
+    """
+
+    name = "rarely-switching"
+
+    def __init__(
+        self,
+        family: GLMFamily | str,
+        d: int,
+        params: RarelySwitchingParameters,
+        *,
+        design_v: DesignStatistic,
+        design_h: DesignStatistic,
+        estimator_o: Estimator,
+        estimator_tau: Estimator,
+    ) -> None:
+        self.family = get_family(family)
+        super().__init__(d, reward_bound=self.family.reward_bound)
+        if not isinstance(params, RarelySwitchingParameters):
+            raise TypeError(f"params must be RarelySwitchingParameters, got {type(params).__name__}")
+        self.params = params
+        self.design_v, self.design_h = design_v, design_h
+        self.estimator_o, self.estimator_tau = estimator_o, estimator_tau
+        self.theta_o = np.zeros(d)
+        self.theta_tau = np.zeros(d)
+        # Data kept only to hand to the estimators (the mechanisms of the private path).
+        self._x_o: list[np.ndarray] = []
+        self._y_o: list[float] = []
+        self._x_h: list[np.ndarray] = []
+        self._y_h: list[float] = []
+        self._v_version = -1
+        self._v_inv = np.eye(d) / params.lam
+        self._set_tau(design_h.matrix)
+        self._pending: tuple[np.ndarray, bool] | None = None
+        self.t = 0
+        self.counts = {
+            "criterion_I": 0,
+            "criterion_II": 0,
+            "refits_o": 0,
+            "refits_tau": 0,
+            "refused_o": 0,
+            "refused_tau": 0,
+        }
+
+    # -- cached factorizations --------------------------------------------------------
+    def _set_tau(self, h_tau: np.ndarray) -> None:
+        """Cache ``H_τ``'s inverse and the whitening ``L⁻¹`` (``H_τ = LLᵀ``) or log-det."""
+        w, q = np.linalg.eigh(h_tau)
+        w = np.maximum(w, self.params.floor_h)
+        self._h_tau_inv = (q / w) @ q.T
+        self._h_tau_whiten = (q / np.sqrt(w)).T  # W with W H_τ Wᵀ = I
+        self._h_tau_logdet = float(np.sum(np.log(w)))
+
+    def _current_v_inv(self) -> np.ndarray:
+        if self.design_v.version != self._v_version:
+            self._v_inv = _inverse_and_floor(self.design_v.matrix, self.params.floor_v)
+            self._v_version = self.design_v.version
+        return self._v_inv
+
+    def _criterion_two(self, h_t: np.ndarray) -> bool:
+        """Paper Alg. 2, line 11 (``H_t ⋠ cH_τ``) or Sawarni's ``det H_t > c det H_τ``."""
+        c = self.params.switch_factor
+        if self.params.switch_rule == "loewner":
+            w = self._h_tau_whiten
+            return bool(np.linalg.eigvalsh(w @ h_t @ w.T)[-1] > c)
+        sign, logdet = np.linalg.slogdet(h_t)
+        return bool(sign > 0 and logdet > math.log(c) + self._h_tau_logdet)
+
+    # -- the protocol -----------------------------------------------------------------
+    def choose(self, arms: np.ndarray) -> int:
+        """Paper Alg. 2, lines 3–14: Criterion I, else Criterion II, elimination, UCB."""
+        arms = self._check_arms(arms)
+        if self._pending is not None:
+            raise ValueError("observe(reward) must be called before the next choose(arms)")
+        p = self.params
+        v_inv = self._current_v_inv()
+        v_norm_sq = np.einsum("kd,de,ke->k", arms, v_inv, arms)
+        best = int(np.argmax(v_norm_sq))
+        if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
+            self.counts["criterion_I"] += 1
+            self._pending = (arms[best].copy(), True)
+            return best
+        h_t = self.design_h.matrix
+        if self._criterion_two(h_t):  # Criterion II (line 11)
+            self.counts["criterion_II"] += 1
+            self._set_tau(h_t)
+            self._refit_tau(v_inv)
+        width = p.elimination_width * np.sqrt(np.maximum(v_norm_sq, 0.0))
+        centre_o = arms @ self.theta_o
+        keep = centre_o + width >= np.max(centre_o - width)  # elimination (line 13)
+        theta = self.theta_tau if p.centre == "tau" else 0.5 * (self.theta_o + self.theta_tau)
+        h_norm = np.sqrt(np.maximum(np.einsum("kd,de,ke->k", arms, self._h_tau_inv, arms), 0.0))
+        ucb = np.where(keep, arms @ theta + p.beta * h_norm, -np.inf)
+        index = int(np.argmax(ucb))  # line 14
+        self._pending = (arms[index].copy(), False)
+        return index
+
+    def observe(self, reward: float) -> None:
+        """Paper Alg. 2, lines 5–7 and 15–16: feed ``V`` or ``H`` and refit ``θ̂_o``."""
+        if self._pending is None:
+            raise ValueError("choose(arms) must be called before observe(reward)")
+        r = self._check_reward(reward)
+        x, explored = self._pending
+        self._pending = None
+        self.t += 1
+        if explored:
+            self._x_o.append(x)
+            self._y_o.append(r)
+            self.design_v.append(np.outer(x, x))
+            self.design_h.append(None)
+            self._refit_o()
+        else:
+            self._x_h.append(x)
+            self._y_h.append(r)
+            weight = float(self.family.dmu(np.array([x @ self.theta_o]))[0]) / math.e
+            self.design_v.append(None)
+            self.design_h.append(weight * np.outer(x, x))
+
+    def _refit_o(self) -> None:
+        """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7)."""
+        constraint = Constraint(np.zeros(self.d), self.params.radius)
+        theta = self.estimator_o.fit(np.array(self._x_o), np.array(self._y_o), constraint, self.theta_o)
+        if theta is None:
+            self.counts["refused_o"] += 1
+        else:
+            self.counts["refits_o"] += 1
+            self.theta_o = np.asarray(theta, dtype=float)
+
+    def _refit_tau(self, v_inv: np.ndarray) -> None:
+        """θ̂_τ on [t−1]∖T_o over Θ_II = {‖θ − θ̂_o‖_V ≤ w} (Alg. 2, line 12)."""
+        if not self._x_h:
+            return
+        v = self.design_v.matrix
+        w, q = np.linalg.eigh(v)
+        v_floored = (q * np.maximum(w, self.params.floor_v)) @ q.T
+        constraint = Constraint(self.theta_o.copy(), self.params.elimination_width, v_floored)
+        theta = self.estimator_tau.fit(np.array(self._x_h), np.array(self._y_h), constraint, self.theta_tau)
+        if theta is None:
+            self.counts["refused_tau"] += 1
+        else:
+            self.counts["refits_tau"] += 1
+            self.theta_tau = np.asarray(theta, dtype=float)
+
+    def diagnostics(self) -> dict[str, Any]:
+        """How often each criterion fired and how many refits were made or refused."""
+        return dict(self.counts)
+
+
+class RSGLinUCB(RarelySwitchingBandit):
+    """Non-private RS-GLinCB (Sawarni et al. 2024, Alg. 2): exact ``V``, ``H`` and MLE refits.
+
+    Parameters
+    ----------
+    family : GLMFamily or str
+    d, horizon : int
+    S : float
+        Known bound on ‖θ*‖.
+    delta : float in (0, 1)
+        Failure probability in the confidence widths.
+    preset : {"simulation", "theory"}
+        See :func:`rs_glinucb_parameters`.
+    params : RarelySwitchingParameters, optional
+        Overrides the preset.
+    """
+
+    name = "RS-GLinUCB"
+
+    def __init__(
+        self,
+        family: GLMFamily | str,
+        d: int,
+        horizon: int,
+        S: float,
+        *,
+        delta: float = 0.02,
+        preset: str = "simulation",
+        params: RarelySwitchingParameters | None = None,
+    ) -> None:
+        family = get_family(family)
+        if params is None:
+            params = rs_glinucb_parameters(family, d, horizon, S, delta=delta, preset=preset)
+        super().__init__(
+            family,
+            d,
+            params,
+            design_v=ExactDesign(d, params.lam),
+            design_h=ExactDesign(d, params.lam_h),
+            estimator_o=MLEEstimator(family, params.fit_lam),
+            estimator_tau=MLEEstimator(family, params.fit_lam),
+        )
