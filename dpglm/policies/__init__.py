@@ -10,8 +10,11 @@ import numpy as np
 
 from dpglm.envs import ContextualGLMEnv
 from dpglm.policies.base import Policy
+from dpglm.policies.ecolog import ECOLog
+from dpglm.policies.glm_ucb import GLMUCB
+from dpglm.policies.gloc import GLOC
 
-__all__ = ["Policy", "RunRecord", "run_policy", "run_policy_record"]
+__all__ = ["Policy", "RunRecord", "run_policy", "run_policy_record", "GLMUCB", "GLOC", "ECOLog"]
 
 
 @dataclass(frozen=True)
