@@ -1,0 +1,452 @@
+"""Shuffle-model summation: local randomizers, a uniform shuffler, analyzers, and charged mechanisms.
+
+In the shuffle model each user runs a local randomizer on its own data and sends
+messages to a trusted shuffler, which permutes all messages uniformly; the
+analyzer sees only the shuffled multiset. Two protocols:
+
+* **Bit sum** (Cheu et al. 2019): user ``i`` sends one bit, ``Ber(1/2)`` with
+  probability ``gamma`` and its own bit otherwise; the analyzer debiases the count,
+  ``(sum y - gamma n / 2) / (1 - gamma)``.
+* **Vector summation** (Cheu et al. 2022, the seed paper's App. T via Chowdhury &
+  Zhou 2022): per coordinate, ``w = v + L`` in ``[0, 2L]`` is rounded at random to
+  the level ``floor(w g / L) + Ber(frac(w g / L))`` in ``{0, ..., 2g}`` (unbiased:
+  ``E = w g / L``); the user sends, for that coordinate, ``level`` one-messages,
+  ``2g - level`` zero-messages and ``b`` fair noise bits (a fixed number of messages,
+  so the message count reveals nothing). The analyzer counts ones per coordinate and
+  returns ``(L / g)(count - b n / 2) - n L``. Symmetric ``d x d`` matrices are sent
+  as their ``d(d + 1)/2`` upper-triangle entries and rebuilt symmetric.
+
+The noise bits are fair (``p = 1/2``), not the recalled ``p = 1/4`` of REFERENCES.md:
+a fair bit has the largest variance per message, and the symmetric binomial makes a
+single dominating pair cover both neighbour orders in the accountant
+(:mod:`mechanisms.shuffle_accountant`, whose docstring holds the privacy derivations).
+
+Two execution paths give the same output law: ``method="messages"`` builds every
+message, shuffles them with a uniform permutation and counts (small ``n`` only);
+``method="counts"`` (default) samples the per-coordinate counts directly, which is
+exactly equal in distribution (a count is invariant to the permutation, and a sum of
+independent fair bits is binomial).
+
+Neighbouring relation: ``"replace_one"`` (one user's data replaced); the add/remove
+relation is not analysed for these protocols and is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from accounting import ApproxDP
+from mechanisms.release import Release, check_generator
+from mechanisms.shuffle_accountant import (
+    bitsum_delta,
+    calibrate_bitsum_gamma,
+    calibrate_noise_bits,
+    default_levels,
+    vector_sum_delta,
+)
+
+__all__ = [
+    "bitsum_randomize",
+    "shuffle_messages",
+    "bitsum_analyze",
+    "ShuffleBitSum",
+    "vector_randomize",
+    "vector_analyze",
+    "run_vector_summation",
+    "ShuffleVectorSum",
+]
+
+#: Refuse to build more messages than this on the message-level path (memory guard).
+MAX_MESSAGES = 20_000_000
+_METHODS = ("counts", "messages")
+
+
+def _check_method(method: str) -> str:
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    return method
+
+
+def _check_relation(relation: str) -> str:
+    if relation != "replace_one":
+        raise ValueError(
+            f"relation must be 'replace_one' (the shuffle accountant analyses one user's data replaced), got {relation!r}"
+        )
+    return relation
+
+
+def _check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    for name, value in (("epsilon", epsilon), ("delta", delta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)):
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    eps, dlt = float(epsilon), float(delta)
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (0.0 < dlt < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return eps, dlt
+
+
+def _check_n_users(n_users: int) -> int:
+    if isinstance(n_users, bool) or not isinstance(n_users, (int, np.integer)):
+        raise TypeError(f"n_users must be an int, got {type(n_users).__name__}")
+    if n_users < 2:
+        raise ValueError(f"n_users must be an int >= 2, got {n_users}")
+    return int(n_users)
+
+
+# ---------------------------------------------------------------------------
+# Bit sum
+# ---------------------------------------------------------------------------
+
+
+def _check_bits(bits: np.ndarray, n_users: int | None = None) -> np.ndarray:
+    arr = np.asarray(bits)
+    if arr.ndim != 1:
+        raise ValueError(f"bits must be a 1-D array of 0/1 values, got shape {arr.shape}")
+    if n_users is not None and arr.shape[0] != n_users:
+        raise ValueError(f"bits must hold one bit per user ({n_users}), got {arr.shape[0]}")
+    if arr.dtype == bool:
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.number) or not np.all(np.isin(arr, (0, 1))):
+        raise ValueError("bits must contain only 0 and 1")
+    return arr.astype(np.int64)
+
+
+def bitsum_randomize(bits: np.ndarray, gamma: float, rng: np.random.Generator) -> np.ndarray:
+    """Local randomizer of the bit sum, applied to every user: one message (a bit) per user.
+
+    With probability ``gamma`` user ``i`` sends ``Ber(1/2)``, otherwise its bit
+    (Cheu et al. 2019, bit randomizer). Does not charge anything: callers charge first.
+    """
+    x = _check_bits(bits)
+    if not (0.0 < float(gamma) <= 1.0):
+        raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
+    rng = check_generator(rng)
+    randomize = rng.random(x.shape[0]) < gamma
+    coin = rng.integers(0, 2, size=x.shape[0])
+    return np.where(randomize, coin, x)
+
+
+def shuffle_messages(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The shuffler: a uniformly random permutation of the messages (along the first axis)."""
+    rng = check_generator(rng)
+    return np.asarray(messages)[rng.permutation(len(messages))]
+
+
+def bitsum_analyze(messages: np.ndarray, gamma: float) -> float:
+    """Analyzer of the bit sum: ``(sum y - gamma n / 2) / (1 - gamma)``, unbiased for the sum of bits.
+
+    Variance ``n (gamma/2)(1 - gamma/2) / (1 - gamma)^2`` for every input.
+    """
+    y = _check_bits(messages)
+    if not (0.0 < float(gamma) < 1.0):
+        raise ValueError(f"gamma must be in (0, 1) for the analyzer to debias, got {gamma!r}")
+    return (float(y.sum()) - gamma * y.shape[0] / 2.0) / (1.0 - gamma)
+
+
+class ShuffleBitSum:
+    """Shuffled bit sum charged to an account: each release costs ApproxDP(epsilon, delta).
+
+    Neighbouring relation ``replace_one``: one user's bit replaced (sensitivity 1 of
+    the sum). ``gamma`` is calibrated with the exact accountant
+    (:func:`mechanisms.shuffle_accountant.calibrate_bitsum_gamma`) unless given, in
+    which case it is checked to meet (epsilon, delta).
+
+    Parameters
+    ----------
+    account : accounting.Account
+        Account in the ``"approx"`` currency (a zCDP account refuses an ApproxDP charge).
+    n_users : int
+        Number of users per release, >= 2.
+    rng : numpy.random.Generator
+        Source of all randomness.
+    epsilon, delta : float
+        Privacy of one release, epsilon > 0, delta in (0, 1).
+    gamma : float, optional
+        Randomization probability; must meet (epsilon, delta).
+    relation : str
+        Only ``"replace_one"``.
+    """
+
+    def __init__(
+        self,
+        account,
+        n_users: int,
+        rng: np.random.Generator,
+        *,
+        epsilon: float,
+        delta: float,
+        gamma: float | None = None,
+        relation: str = "replace_one",
+    ) -> None:
+        self.account = account
+        self.n_users = _check_n_users(n_users)
+        self.rng = check_generator(rng)
+        self.epsilon, self.delta = _check_budget(epsilon, delta)
+        self.relation = _check_relation(relation)
+        if gamma is None:
+            gamma = calibrate_bitsum_gamma(self.n_users, self.epsilon, self.delta)
+        elif not (0.0 < float(gamma) < 1.0):
+            raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
+        elif bitsum_delta(self.n_users, float(gamma), self.epsilon) > self.delta:
+            raise ValueError(f"gamma={gamma!r} does not meet (epsilon={self.epsilon}, delta={self.delta}) for n={self.n_users}")
+        self.gamma = float(gamma)
+        if self.gamma >= 1.0:
+            raise ValueError("the calibrated gamma is 1 (pure noise): the analyzer cannot debias; raise epsilon or n_users")
+
+    @property
+    def variance(self) -> float:
+        """Variance of the released estimate, ``n (gamma/2)(1 - gamma/2) / (1 - gamma)^2``."""
+        a = self.gamma / 2.0
+        return self.n_users * a * (1.0 - a) / (1.0 - self.gamma) ** 2
+
+    def release(self, bits: np.ndarray, *, method: str = "counts") -> Release:
+        """Charge ApproxDP(epsilon, delta), then run the protocol on ``bits``; the debiased sum.
+
+        ``method="counts"`` samples the count ``Bin(#ones, 1 - gamma/2) + Bin(#zeros, gamma/2)``
+        (exactly the law of the shuffled count); ``"messages"`` runs randomizer, shuffler, analyzer.
+        """
+        x = _check_bits(bits, self.n_users)
+        method = _check_method(method)
+        receipt = self.account.charge(
+            ApproxDP(self.epsilon, self.delta),
+            mechanism="ShuffleBitSum",
+            relation=self.relation,
+            note=f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant",
+        )
+        if method == "messages":
+            shuffled = shuffle_messages(bitsum_randomize(x, self.gamma, self.rng), self.rng)
+            return Release(bitsum_analyze(shuffled, self.gamma), receipt)
+        a = self.gamma / 2.0
+        ones = int(x.sum())
+        count = self.rng.binomial(ones, 1.0 - a) + self.rng.binomial(self.n_users - ones, a)
+        return Release((count - self.gamma * self.n_users / 2.0) / (1.0 - self.gamma), receipt)
+
+
+# ---------------------------------------------------------------------------
+# Vector summation
+# ---------------------------------------------------------------------------
+
+
+def _check_values(values: np.ndarray, bound: float) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 2:
+        raise ValueError(f"values must be a 2-D array (users, coordinates), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("values must be finite (no NaN or infinity)")
+    if np.any(np.abs(arr) > bound):
+        raise ValueError(f"every coordinate of values must lie in [-bound, bound] = [-{bound}, {bound}]")
+    return arr
+
+
+def _round_levels(values: np.ndarray, bound: float, levels: int, rng: np.random.Generator) -> np.ndarray:
+    """Randomized rounding of ``w = v + L`` to ``floor(w g/L) + Ber(frac)`` in ``{0, ..., 2g}`` (unbiased)."""
+    scaled = (values + bound) * (levels / bound)
+    floor = np.floor(scaled)
+    up = rng.random(values.shape) < (scaled - floor)
+    return np.minimum(floor.astype(np.int64) + up, 2 * levels)
+
+
+def vector_randomize(
+    values: np.ndarray, bound: float, levels: int, noise_bits: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Local randomizer of vector summation for every user: an array of ``(coordinate, bit)`` messages.
+
+    Each user sends, per coordinate, ``2 * levels + noise_bits`` messages: its rounded
+    level as one-messages, the rest of ``2 * levels`` as zero-messages, and
+    ``noise_bits`` fair bits. Returns shape ``(n * m * (2 levels + noise_bits), 2)``,
+    user-major (the unshuffled order). Does not charge anything: callers charge first.
+    """
+    rng = check_generator(rng)
+    arr = _check_values(values, bound)
+    n, m = arr.shape
+    per_coord = 2 * levels + noise_bits
+    total = n * m * per_coord
+    if total > MAX_MESSAGES:
+        raise ValueError(f"the message-level path would build {total} messages (> {MAX_MESSAGES}); use method='counts'")
+    level = _round_levels(arr, bound, levels, rng)
+    slot = np.arange(2 * levels)
+    data_bits = (slot[None, None, :] < level[:, :, None]).astype(np.int64)
+    noise = rng.integers(0, 2, size=(n, m, noise_bits))
+    bits = np.concatenate([data_bits, noise], axis=2)
+    coords = np.broadcast_to(np.arange(m)[None, :, None], bits.shape)
+    return np.stack([coords.reshape(-1), bits.reshape(-1)], axis=1)
+
+
+def vector_analyze(
+    messages: np.ndarray, n_users: int, coordinates: int, bound: float, levels: int, noise_bits: int
+) -> np.ndarray:
+    """Analyzer of vector summation: per coordinate ``(L/g)(ones - b n / 2) - n L``, unbiased for the sum."""
+    msgs = np.asarray(messages)
+    ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=coordinates)
+    return (bound / levels) * (ones - noise_bits * n_users / 2.0) - n_users * bound
+
+
+def run_vector_summation(
+    values: np.ndarray,
+    bound: float,
+    levels: int,
+    noise_bits: int,
+    rng: np.random.Generator,
+    *,
+    method: str = "counts",
+) -> np.ndarray:
+    """One run of the shuffled vector-summation protocol on ``values`` (users x coordinates).
+
+    The protocol only; it charges nothing. A mechanism calling it must charge its
+    account first (:class:`ShuffleVectorSum`, :class:`mechanisms.optim.shuffle_pgd.ShufflePGD`).
+
+    Returns
+    -------
+    numpy.ndarray
+        The estimate of the per-coordinate sums, shape ``(coordinates,)``.
+    """
+    rng = check_generator(rng)
+    method = _check_method(method)
+    arr = _check_values(values, bound)
+    n, m = arr.shape
+    if method == "messages":
+        shuffled = shuffle_messages(vector_randomize(arr, bound, levels, noise_bits, rng), rng)
+        return vector_analyze(shuffled, n, m, bound, levels, noise_bits)
+    ones = _round_levels(arr, bound, levels, rng).sum(axis=0) + rng.binomial(n * noise_bits, 0.5, size=m)
+    return (bound / levels) * (ones - noise_bits * n / 2.0) - n * bound
+
+
+class ShuffleVectorSum:
+    """Shuffled sum of bounded vectors or symmetric matrices, charged ApproxDP(epsilon, delta) per release.
+
+    Neighbouring relation ``replace_one``: one user's vector (matrix) replaced. Each
+    coordinate of every input must lie in ``[-bound, bound]`` (e.g. an l2-bounded
+    vector of norm <= bound, or ``x x^T`` with ``||x|| <= 1`` and ``bound = 1``); a
+    coordinate's rounded level can then move by up to ``2 * levels``, and the
+    ``coordinates`` coordinates are composed numerically (accountant docstring).
+    Symmetric matrices are sent as their ``d(d+1)/2`` upper-triangle entries.
+    paper: App. T (vector summation R_2, S_2, A_2 of Cheu et al. 2022).
+
+    Parameters
+    ----------
+    account : accounting.Account
+        Account in the ``"approx"`` currency.
+    n_users : int
+        Number of users per release, >= 2.
+    shape : tuple
+        ``(d,)`` for vectors or ``(d, d)`` for symmetric matrices.
+    bound : float
+        Bound on every coordinate (entry), > 0.
+    rng : numpy.random.Generator
+        Source of all randomness.
+    epsilon, delta : float
+        Privacy of one release.
+    levels : int, optional
+        Rounding resolution g; default ``max(ceil(2 sqrt(n)), d, 4)``.
+    noise_bits : int, optional
+        Fair noise bits per user and coordinate; default: the smallest meeting
+        (epsilon, delta) (:func:`mechanisms.shuffle_accountant.calibrate_noise_bits`).
+        If given it is checked to meet (epsilon, delta).
+    relation : str
+        Only ``"replace_one"``.
+    """
+
+    def __init__(
+        self,
+        account,
+        n_users: int,
+        shape: tuple[int, ...],
+        bound: float,
+        rng: np.random.Generator,
+        *,
+        epsilon: float,
+        delta: float,
+        levels: int | None = None,
+        noise_bits: int | None = None,
+        relation: str = "replace_one",
+    ) -> None:
+        self.account = account
+        self.n_users = _check_n_users(n_users)
+        self.rng = check_generator(rng)
+        self.epsilon, self.delta = _check_budget(epsilon, delta)
+        self.relation = _check_relation(relation)
+        shape = tuple(shape)
+        if not (len(shape) in (1, 2) and all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape)):
+            raise ValueError(f"shape must be (d,) or (d, d) with d >= 1, got {shape!r}")
+        if len(shape) == 2 and shape[0] != shape[1]:
+            raise ValueError(f"shape must be square (d, d) for a symmetric matrix, got {shape!r}")
+        self.shape = tuple(int(s) for s in shape)
+        d = self.shape[0]
+        self.coordinates = d if len(self.shape) == 1 else d * (d + 1) // 2
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)):
+            raise TypeError(f"bound must be a real number, got {type(bound).__name__}")
+        if not (math.isfinite(float(bound)) and float(bound) > 0):
+            raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
+        self.bound = float(bound)
+        if levels is None:
+            levels = default_levels(self.n_users, d)
+        elif isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
+            raise ValueError(f"levels must be an int >= 1, got {levels!r}")
+        self.levels = int(levels)
+        if noise_bits is None:
+            noise_bits = calibrate_noise_bits(self.n_users, self.epsilon, self.delta, self.levels, self.coordinates)
+        elif isinstance(noise_bits, bool) or not isinstance(noise_bits, (int, np.integer)) or noise_bits < 1:
+            raise ValueError(f"noise_bits must be an int >= 1, got {noise_bits!r}")
+        elif vector_sum_delta(self.n_users, int(noise_bits), self.levels, self.epsilon, self.coordinates) > self.delta:
+            raise ValueError(
+                f"noise_bits={noise_bits} does not meet (epsilon={self.epsilon}, delta={self.delta}) "
+                f"for n={self.n_users}, levels={self.levels}, coordinates={self.coordinates}"
+            )
+        self.noise_bits = int(noise_bits)
+        if len(self.shape) == 2:
+            self._rows, self._cols = np.triu_indices(d)
+
+    def variance_bound(self) -> float:
+        """Upper bound on each coordinate's variance: ``(L/g)^2 (n/4 + n b/4)`` (rounding + noise bits).
+
+        The exact variance is ``(L/g)^2 (sum_i f_i (1 - f_i) + n b / 4)`` with ``f_i`` the
+        fractional part of user i's scaled value; ``f(1 - f) <= 1/4``.
+        """
+        return (self.bound / self.levels) ** 2 * self.n_users * (1.0 + self.noise_bits) / 4.0
+
+    def _flatten(self, values: np.ndarray) -> np.ndarray:
+        arr = np.asarray(values, dtype=float)
+        if arr.shape != (self.n_users, *self.shape):
+            raise ValueError(f"values must have shape {(self.n_users, *self.shape)}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("values must be finite (no NaN or infinity)")
+        if len(self.shape) == 1:
+            return arr
+        if not np.allclose(arr, np.swapaxes(arr, 1, 2), rtol=0.0, atol=1e-12):
+            raise ValueError("values must be symmetric matrices")
+        return arr[:, self._rows, self._cols]
+
+    def release(self, values: np.ndarray, *, method: str = "counts") -> Release:
+        """Charge ApproxDP(epsilon, delta), then run the protocol; the estimated sum of ``values``.
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            Shape ``(n_users, d)`` or ``(n_users, d, d)`` (symmetric), entries in ``[-bound, bound]``.
+        method : str
+            ``"counts"`` (exact-in-distribution count simulation) or ``"messages"``.
+        """
+        flat = _check_values(self._flatten(values), self.bound)
+        method = _check_method(method)
+        receipt = self.account.charge(
+            ApproxDP(self.epsilon, self.delta),
+            mechanism="ShuffleVectorSum",
+            relation=self.relation,
+            note=(
+                f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
+                f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)"
+            ),
+        )
+        sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
+        if len(self.shape) == 1:
+            return Release(sums, receipt)
+        d = self.shape[0]
+        matrix = np.zeros((d, d))
+        matrix[self._rows, self._cols] = sums
+        matrix[self._cols, self._rows] = sums
+        return Release(matrix, receipt)

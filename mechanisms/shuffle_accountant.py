@@ -1,0 +1,495 @@
+"""Exact numerical privacy accountant for the shuffle-model summation protocols.
+
+Two protocols are accounted (their randomizers live in :mod:`mechanisms.shuffle`):
+
+* **Bit sum** (Cheu et al. 2019): each user sends a uniform bit with probability
+  ``gamma`` and its own bit otherwise; the analyzer sees the shuffled multiset of
+  bits, i.e. only their count.
+* **Vector summation** (Cheu et al. 2022, as used by the seed paper's Appendix T
+  and Chowdhury & Zhou 2022): per coordinate, each user randomly rounds its value
+  to one of ``2 * levels + 1`` integer levels, sends that many one-messages, and
+  adds ``noise_bits`` fair Bernoulli bits; the analyzer sees, per coordinate, the
+  count ``sum_i x_i + Binomial(n * noise_bits, 1/2)``.
+
+The privacy of the shuffled output is computed numerically as a hockey-stick
+divergence ``delta(eps) = sup_E P(E) - e^eps Q(E)`` between the output laws under
+two neighbouring inputs (one user's data replaced), and ``eps(delta)`` is found by
+bisection. No loose closed form is used to certify anything; the
+Feldman–McMillan–Talwar bound is provided only for comparison.
+
+Derivations (read these before trusting a number):
+
+*Bit sum, certified bound.* Let ``a = gamma / 2``. The changed user's message is
+``Ber(a)`` (bit 0) or ``Ber(1 - a)`` (bit 1). Give the analyzer, in addition to
+the count, the set of other users who randomized and the bits of those who did
+not (the others' data is fixed in the DP definition). This richer view is a
+function of ``(M, Bin(M, 1/2) + Y)`` up to a known shift, where
+``M ~ Bin(n - 1, gamma)`` is the number of other randomizers and ``Y`` is the
+changed user's message; its law of ``M`` is the same under both neighbours, so
+its divergence is ``E_M[H_eps(Bin(M,1/2)+Ber(a) || Bin(M,1/2)+Ber(1-a))]``,
+the same for every configuration of the others. The count is a post-processing
+of that view, so this is a valid bound for every configuration (and both
+neighbour orders, by the reflection ``c -> M + 1 - c``). It reproduces
+REFERENCES.md's data point (n = 1000, gamma*n = 60, delta = 1e-5: eps = 0.986).
+The exact divergence of the count alone for a given configuration is also
+provided (:func:`bitsum_delta_for_configuration`); it is smaller (eps = 0.84 at
+that point, all others holding 0), but a worst case over configurations is not
+proved, so it is not used to certify.
+
+*Vector summation.* Per coordinate, the changed user's rounded level moves within
+``{0, ..., 2 * levels}``; its rounding randomness is a mixture over level pairs,
+and the other users' rounding is independent noise added to the count
+(post-processing). By joint convexity the pair of count laws is a mixture of
+shift pairs ``(Bin(N, 1/2) + s, Bin(N, 1/2))``, ``N = n * noise_bits``,
+``|s| <= 2 * levels``. The binomial is log-concave, so the shift family has a
+monotone likelihood ratio and (Neyman–Pearson) the trade-off curve of shift
+``2 * levels`` lies below that of every smaller shift of the same sign; with a
+fair coin the family is symmetric (``c -> N + s - c`` swaps the pair), so the
+single symmetric pair ``(Bin(N,1/2) + 2*levels, Bin(N,1/2))`` dominates every
+coordinate's pair for all hockey-stick orders ``alpha >= 0``. Coordinates are
+noised independently, so the protocol is dominated by the ``coordinates``-fold
+product of that pair (Zhu, Dong & Wang 2022, Thm. 10), whose privacy loss
+distribution is composed numerically with dp-accounting's pessimistic PLD.
+This composition treats every coordinate as able to move by its full range
+(an l_inf view of the input); it does not exploit an l2 bound on the vector, so
+it is conservative for l2-bounded inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy import special, stats
+
+__all__ = [
+    "bitsum_delta",
+    "bitsum_delta_for_configuration",
+    "bitsum_epsilon",
+    "calibrate_bitsum_gamma",
+    "bitsum_local_epsilon",
+    "fmt_epsilon",
+    "fmt_max_local_epsilon",
+    "vector_sum_pld",
+    "vector_sum_delta",
+    "vector_sum_epsilon",
+    "calibrate_noise_bits",
+    "default_levels",
+    "paper_noise_bits",
+]
+
+#: Weights of M (bit sum) below this are left out; their total mass is added
+#: to delta in full (a divergence never exceeds 1), so truncation stays conservative.
+_TAIL = 1e-20
+#: Log-mass below which a count outcome is moved to the PLD's infinity mass
+#: (pessimistic: counted as if it revealed everything).
+_LOG_MASS_TRUNCATION = math.log(1e-30)
+#: Discretization of privacy-loss values in the PLD (rounded up: pessimistic).
+_PLD_INTERVAL = 1e-4
+#: Bisection tolerance on epsilon; the upper end of the final bracket is returned.
+_EPS_TOL = 1e-7
+
+
+def _check_users(n: int, minimum: int = 2) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n must be an int, got {type(n).__name__}")
+    if n < minimum:
+        raise ValueError(f"n must be an int >= {minimum}, got {n}")
+    return int(n)
+
+
+def _check_int(name: str, value: int, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_real(name: str, value: float, low: float, high: float, *, low_open: bool, high_open: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    x = float(value)
+    ok = math.isfinite(x) or (high == math.inf and x == math.inf and not high_open)
+    ok = ok and (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
+    if not ok:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {value!r}")
+    return x
+
+
+def _hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
+    """``sum max(p - e^eps q, 0)``: the eps-hockey-stick divergence of two pmfs on one support."""
+    return float(np.maximum(p - math.exp(epsilon) * q, 0.0).sum())
+
+
+# ---------------------------------------------------------------------------
+# Bit sum (Cheu et al. 2019)
+# ---------------------------------------------------------------------------
+
+
+def _bitsum_view(n: int, gamma: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Flattened laws of the view (M, count) under both neighbours, and the truncated mass.
+
+    For each number ``M`` of other randomizers kept, the block is
+    ``w(M) * (Bin(M,1/2) * Ber(a))`` and ``w(M) * (Bin(M,1/2) * Ber(1-a))``
+    (``*`` = convolution), ``a = gamma / 2``, ``w = Bin(n - 1, gamma)`` pmf.
+    """
+    a = gamma / 2.0
+    others = n - 1
+    all_weights = stats.binom.pmf(np.arange(others + 1), others, gamma)
+    kept = np.flatnonzero(all_weights > _TAIL)  # a contiguous run: the pmf is unimodal
+    lo, hi = int(kept[0]), int(kept[-1])
+    m_values = np.arange(lo, hi + 1)
+    weights = all_weights[lo : hi + 1]
+    tail = float(all_weights[:lo].sum() + all_weights[hi + 1 :].sum())
+    p_blocks, q_blocks = [], []
+    for m, w in zip(m_values, weights):
+        base = stats.binom.pmf(np.arange(m + 1), m, 0.5)
+        p_blocks.append(w * np.convolve(base, [1.0 - a, a]))
+        q_blocks.append(w * np.convolve(base, [a, 1.0 - a]))
+    return np.concatenate(p_blocks), np.concatenate(q_blocks), tail
+
+
+def bitsum_local_epsilon(gamma: float) -> float:
+    """The local (one-message) privacy of the bit randomizer: ``ln((1 - gamma/2) / (gamma/2))``.
+
+    Parameters
+    ----------
+    gamma : float
+        Probability in (0, 1] that a user sends a uniform bit instead of its own.
+    """
+    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    return math.log((1.0 - gamma / 2.0) / (gamma / 2.0))
+
+
+def bitsum_delta(n: int, gamma: float, epsilon: float) -> float:
+    """Certified delta(eps) of the shuffled bit sum, valid for every configuration of the others.
+
+    ``E_M[H_eps(Bin(M,1/2) + Ber(gamma/2) || Bin(M,1/2) + Ber(1 - gamma/2))]`` with
+    ``M ~ Bin(n - 1, gamma)`` (module docstring: the divergence of the view in which
+    the analyzer also learns who randomized; the count is its post-processing).
+    Neighbours: one user's bit replaced. Cheu et al. 2019, Sec. 4 (bit randomizer).
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 2.
+    gamma : float
+        Randomization probability in (0, 1].
+    epsilon : float
+        The epsilon at which delta is evaluated, >= 0.
+    """
+    n = _check_users(n)
+    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    p, q, tail = _bitsum_view(n, gamma)
+    return min(1.0, _hockey_stick(p, q, epsilon) + tail)
+
+
+def bitsum_delta_for_configuration(n: int, gamma: float, epsilon: float, ones: int) -> float:
+    """Exact delta(eps) of the shuffled count when the other ``n - 1`` users hold ``ones`` ones.
+
+    The others' count is ``Bin(n - 1 - ones, a) + Bin(ones, 1 - a)``, ``a = gamma/2``;
+    the changed user adds ``Ber(a)`` or ``Ber(1 - a)``. Returns the larger of the two
+    directed hockey-stick divergences. Exact up to floating point (no truncation).
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 2.
+    gamma : float
+        Randomization probability in (0, 1].
+    epsilon : float
+        The epsilon at which delta is evaluated, >= 0.
+    ones : int
+        Number of ones among the other users, in [0, n - 1].
+    """
+    n = _check_users(n)
+    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    ones = _check_int("ones", ones, 0)
+    if ones > n - 1:
+        raise ValueError(f"ones must be in [0, n - 1] = [0, {n - 1}], got {ones}")
+    a = gamma / 2.0
+    zeros = n - 1 - ones
+    others = np.convolve(
+        stats.binom.pmf(np.arange(zeros + 1), zeros, a),
+        stats.binom.pmf(np.arange(ones + 1), ones, 1.0 - a),
+    )
+    p = np.convolve(others, [1.0 - a, a])
+    q = np.convolve(others, [a, 1.0 - a])
+    return max(_hockey_stick(p, q, epsilon), _hockey_stick(q, p, epsilon))
+
+
+def _bisect_epsilon(delta_at, delta: float, upper: float) -> float:
+    """Smallest eps in [0, upper] (to ``_EPS_TOL``, rounded up) with ``delta_at(eps) <= delta``."""
+    if delta_at(0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, upper
+    while delta_at(hi) > delta:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e4:
+            return math.inf
+    while hi - lo > _EPS_TOL:
+        mid = 0.5 * (lo + hi)
+        if delta_at(mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def bitsum_epsilon(n: int, gamma: float, delta: float) -> float:
+    """Smallest eps (bisection, rounded up) with :func:`bitsum_delta` ``(n, gamma, eps) <= delta``.
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 2.
+    gamma : float
+        Randomization probability in (0, 1].
+    delta : float
+        Target delta in (0, 1).
+    """
+    n = _check_users(n)
+    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    p, q, tail = _bitsum_view(n, gamma)
+    if tail >= delta:
+        raise ValueError(f"delta must exceed the truncated mass {tail:.3g}, got {delta!r}")
+    return _bisect_epsilon(lambda e: _hockey_stick(p, q, e) + tail, delta, bitsum_local_epsilon(gamma))
+
+
+def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float = 1e-4) -> float:
+    """Smallest randomization probability gamma for which the shuffled bit sum is (eps, delta)-DP.
+
+    delta(eps) decreases in gamma (raising gamma post-processes each message by
+    re-randomizing it), so gamma is bisected; the returned gamma meets the target
+    (upper end of a bracket of relative width ``rtol``).
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 2.
+    epsilon : float
+        Target epsilon > 0.
+    delta : float
+        Target delta in (0, 1).
+    rtol : float
+        Relative width of the final bracket on gamma, in (0, 1).
+
+    Raises
+    ------
+    ValueError
+        If even gamma = 1 (pure noise) does not meet the target (it always does).
+    """
+    n = _check_users(n)
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    rtol = _check_real("rtol", rtol, 0.0, 1.0, low_open=True, high_open=True)
+
+    def meets(gamma: float) -> bool:
+        return bitsum_delta(n, gamma, epsilon) <= delta
+
+    if meets(1.0):
+        hi = 1.0
+        lo = 0.5
+        while meets(lo):
+            hi, lo = lo, lo / 2.0
+            if lo < 1e-300:
+                return hi
+    else:  # pragma: no cover - gamma = 1 sends pure noise: delta(eps) = 0
+        raise ValueError("no gamma in (0, 1] meets the target")
+    while hi - lo > rtol * hi:
+        mid = 0.5 * (lo + hi)
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# ---------------------------------------------------------------------------
+# Feldman–McMillan–Talwar 2021 (comparison only)
+# ---------------------------------------------------------------------------
+
+
+def fmt_max_local_epsilon(n: int, delta: float) -> float:
+    """Largest local eps0 for which the FMT closed form applies: ``ln(n / (16 ln(2/delta)))``."""
+    n = _check_users(n)
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    return math.log(n / (16.0 * math.log(2.0 / delta)))
+
+
+def fmt_epsilon(local_epsilon: float, n: int, delta: float) -> float:
+    """Feldman–McMillan–Talwar 2021 amplification-by-shuffling bound for an eps0-LDP randomizer.
+
+    ``eps <= ln(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 ln(4/delta) / n) + 8 e^eps0 / n))``,
+    valid for ``eps0 <= ln(n / (16 ln(2/delta)))`` (FMT 2021, Thm. 3.1 / Cor. 4.3,
+    as recorded in REFERENCES.md). Used only to show the exact accountant is tighter.
+
+    Raises
+    ------
+    ValueError
+        If ``local_epsilon`` is outside (0, ln(n / (16 ln(2/delta)))].
+    """
+    bound = fmt_max_local_epsilon(n, delta)
+    local_epsilon = _check_real("local_epsilon", local_epsilon, 0.0, math.inf, low_open=True, high_open=True)
+    if local_epsilon > bound:
+        raise ValueError(
+            f"local_epsilon must be <= ln(n / (16 ln(2/delta))) = {bound:.4g} for the FMT bound, got {local_epsilon!r}"
+        )
+    e0 = math.exp(local_epsilon)
+    factor = (e0 - 1.0) / (e0 + 1.0)
+    return math.log1p(factor * (8.0 * math.sqrt(e0 * math.log(4.0 / delta) / n) + 8.0 * e0 / n))
+
+
+# ---------------------------------------------------------------------------
+# Vector summation (Cheu et al. 2022; seed paper App. T)
+# ---------------------------------------------------------------------------
+
+
+def default_levels(n: int, dimension: int) -> int:
+    """The rounding resolution ``g = max(ceil(2 sqrt(n)), dimension, 4)`` (REFERENCES.md, Cheu et al. 2022)."""
+    n = _check_users(n, 1)
+    dimension = _check_int("dimension", dimension, 1)
+    return max(math.ceil(2.0 * math.sqrt(n)), dimension, 4)
+
+
+def paper_noise_bits(n: int, epsilon: float, delta: float, dimension: int, levels: int | None = None) -> float:
+    """The recalled closed-form noise-bit count ``b = 24e4 g^2 ln^2(4 d^2 / delta) / (eps^2 n)``.
+
+    Only for comparison with :func:`calibrate_noise_bits` (REFERENCES.md marks the
+    constant as recalled, to verify; it is not used to certify anything).
+    """
+    n = _check_users(n, 1)
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    dimension = _check_int("dimension", dimension, 1)
+    g = default_levels(n, dimension) if levels is None else _check_int("levels", levels, 1)
+    return 24e4 * g**2 * math.log(4.0 * dimension**2 / delta) ** 2 / (epsilon**2 * n)
+
+
+def _shift_pair_rounded_pmf(trials: int, shift: int) -> tuple[dict[int, float], float]:
+    """Rounded (pessimistic) PLD pmf of the pair (Bin(trials,1/2) + shift, Bin(trials,1/2)).
+
+    Loss at count c: ``ln C(N, c - s) - ln C(N, c)``, weighted by the upper law
+    ``Bin(N,1/2) + s``. Outcomes the lower law cannot produce (c > N), and
+    outcomes of upper mass below ``exp(_LOG_MASS_TRUNCATION)``, go to the infinity mass.
+    """
+    n_trials, s = trials, shift
+    sigma = math.sqrt(n_trials) / 2.0
+    half_width = int(math.ceil(13.0 * sigma)) + 2
+    k = np.arange(max(0, n_trials // 2 - half_width), min(n_trials, n_trials // 2 + half_width) + 1)
+    log_upper = stats.binom.logpmf(k, n_trials, 0.5)  # upper law at c = k + s
+    c = k + s
+    inside = c <= n_trials
+    keep = inside & (log_upper > _LOG_MASS_TRUNCATION)
+    kept_k, kept_c = k[keep], c[keep]
+    loss = (
+        special.gammaln(kept_c + 1.0) + special.gammaln(n_trials - kept_c + 1.0)
+        - special.gammaln(kept_k + 1.0) - special.gammaln(n_trials - kept_k + 1.0)
+    )
+    mass = np.exp(log_upper[keep])
+    infinity_mass = max(0.0, 1.0 - float(mass.sum()))
+    rounded = np.ceil(loss / _PLD_INTERVAL - 1e-9).astype(np.int64)
+    keys, inverse = np.unique(rounded, return_inverse=True)
+    sums = np.bincount(inverse, weights=mass)
+    return dict(zip(keys.tolist(), sums.tolist())), infinity_mass
+
+
+def _check_vector_args(n: int, noise_bits: int, levels: int, coordinates: int) -> tuple[int, int, int, int]:
+    return (
+        _check_users(n, 1),
+        _check_int("noise_bits", noise_bits, 1),
+        _check_int("levels", levels, 1),
+        _check_int("coordinates", coordinates, 1),
+    )
+
+
+def vector_sum_pld(n: int, noise_bits: int, levels: int, coordinates: int = 1) -> pld_lib.PrivacyLossDistribution:
+    """Pessimistic PLD dominating the shuffled vector summation (module docstring: derivation).
+
+    The ``coordinates``-fold self-composition of the symmetric pair
+    ``(Bin(n * noise_bits, 1/2) + 2 * levels, Bin(n * noise_bits, 1/2))``.
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 1.
+    noise_bits : int
+        Fair noise bits each user adds per coordinate, >= 1.
+    levels : int
+        Rounding resolution g (a value in [-L, L] becomes a level in {0, ..., 2g}), >= 1.
+    coordinates : int
+        Number of coordinates released (d for a vector, d(d+1)/2 for a symmetric matrix), >= 1.
+    """
+    n, noise_bits, levels, coordinates = _check_vector_args(n, noise_bits, levels, coordinates)
+    rounded, infinity_mass = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels)
+    pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        rounded, infinity_mass, _PLD_INTERVAL, pessimistic_estimate=True
+    )
+    return pld if coordinates == 1 else pld.self_compose(coordinates)
+
+
+def vector_sum_delta(n: int, noise_bits: int, levels: int, epsilon: float, coordinates: int = 1) -> float:
+    """Certified delta(eps) of the shuffled vector summation (pessimistic PLD, dp-accounting)."""
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_delta_for_epsilon(epsilon))
+
+
+def vector_sum_epsilon(n: int, noise_bits: int, levels: int, delta: float, coordinates: int = 1) -> float:
+    """Certified eps(delta) of the shuffled vector summation (pessimistic PLD, dp-accounting)."""
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_epsilon_for_delta(delta))
+
+
+def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coordinates: int = 1) -> int:
+    """Smallest number of fair noise bits per user and coordinate meeting (eps, delta).
+
+    delta(eps) decreases in the number of bits (more bits add independent noise:
+    post-processing), so an exponential then binary search over integers finds
+    the smallest ``b`` with :func:`vector_sum_delta` ``<= delta``, the
+    ``coordinates`` coordinates composed as in :func:`vector_sum_pld`.
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 1.
+    epsilon : float
+        Target epsilon > 0.
+    delta : float
+        Target delta in (0, 1).
+    levels : int
+        Rounding resolution g, >= 1.
+    coordinates : int
+        Number of coordinates composed, >= 1.
+    """
+    n = _check_users(n, 1)
+    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
+    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    levels = _check_int("levels", levels, 1)
+    coordinates = _check_int("coordinates", coordinates, 1)
+
+    def meets(bits: int) -> bool:
+        return vector_sum_delta(n, bits, levels, epsilon, coordinates) <= delta
+
+    # Gaussian-analogue starting guess: sigma = 2g sqrt(m) sqrt(2 ln(1.25/delta)) / eps.
+    sigma = 2 * levels * math.sqrt(coordinates) * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    guess = max(1, int(4.0 * sigma**2 / n))
+    lo, hi = 0, guess
+    while not meets(hi):
+        lo, hi = hi, 2 * hi
+    lo = max(lo, hi // 4)
+    while lo > 0 and meets(lo):
+        hi, lo = lo, lo // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
