@@ -1,0 +1,274 @@
+"""Gaussian and Laplace mechanisms, and the exact calibration of their noise to a cost.
+
+Every release charges the account first and draws noise only once the charge
+is granted (DESIGN.md, mechanisms/). Calibration rounds the noise UP: the
+privacy loss of the noise actually drawn never exceeds the cost charged,
+checked in exact rational arithmetic on the floats that are used.
+
+Costs (REFERENCES.md, "Privacy accounting"): the Gaussian mechanism with
+L2 sensitivity Δ and standard deviation σ is Δ²/(2σ²)-zCDP (Bun & Steinke
+2016, Prop. 1.6); k of them composed are kΔ²/(2σ²)-zCDP. The Laplace mechanism
+with L1 sensitivity Δ and scale b is (Δ/b)-DP (Dwork & Roth 2014, Thm 3.6).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from accounting import PureDP, ZCDP
+from mechanisms.release import Release, check_generator, check_positive, check_relation
+
+__all__ = [
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "gaussian_rho",
+    "gaussian_sigma_for",
+    "laplace_epsilon",
+    "laplace_scale_for",
+    "round_up",
+]
+
+_DIGITS = 15
+
+
+def round_up(value: Fraction, digits: int = _DIGITS) -> Fraction:
+    """Round a positive rational UP to ``digits`` significant decimal digits.
+
+    Used to state a charge as a short decimal that is never below the exact loss.
+    """
+    value = Fraction(value)
+    if value <= 0:
+        raise ValueError(f"value must be > 0, got {value}")
+    exponent = 0  # the decimal exponent e with 10**e <= value < 10**(e + 1)
+    while value >= Fraction(10) ** (exponent + 1):
+        exponent += 1
+    while value < Fraction(10) ** exponent:
+        exponent -= 1
+    scaled = value * Fraction(10) ** (digits - 1 - exponent)
+    return Fraction(-(-scaled.numerator // scaled.denominator)) / Fraction(10) ** (digits - 1 - exponent)
+
+
+def gaussian_rho(sigma: float, sensitivity: float, compositions: int = 1) -> Fraction:
+    """Exact zCDP of ``compositions`` Gaussian releases: ρ = k·Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6).
+
+    Computed in rational arithmetic on the binary values of the floats.
+    """
+    return Fraction(compositions) * Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2)
+
+
+def gaussian_sigma_for(rho: Fraction, sensitivity: float, compositions: int = 1) -> float:
+    """Smallest float σ (to one ulp) with k·Δ²/(2σ²) ≤ ρ exactly: the noise for a zCDP cost, rounded up.
+
+    Parameters
+    ----------
+    rho : Fraction
+        The zCDP cost to use up (> 0).
+    sensitivity : float
+        L2 sensitivity Δ of one release (> 0).
+    compositions : int
+        Number k of Gaussian releases of sensitivity Δ the cost pays for.
+    """
+    rho = Fraction(rho)
+    if rho <= 0:
+        raise ValueError(f"rho must be > 0, got {rho}")
+    sigma = float(sensitivity) * float(np.sqrt(compositions / (2.0 * float(rho))))
+    while gaussian_rho(sigma, sensitivity, compositions) > rho:
+        sigma = float(np.nextafter(sigma, np.inf))
+    return sigma
+
+
+def laplace_epsilon(scale: float, sensitivity: float) -> Fraction:
+    """Exact pure ε of the Laplace mechanism: ε = Δ₁/b (Dwork & Roth 2014, Thm 3.6)."""
+    return Fraction(sensitivity) / Fraction(scale)
+
+
+def laplace_scale_for(epsilon: Fraction, sensitivity: float) -> float:
+    """Smallest float b (to one ulp) with Δ₁/b ≤ ε exactly: the Laplace scale for a cost, rounded up."""
+    epsilon = Fraction(epsilon)
+    if epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    scale = float(sensitivity) / float(epsilon)
+    while laplace_epsilon(scale, sensitivity) > epsilon:
+        scale = float(np.nextafter(scale, np.inf))
+    return scale
+
+
+def _as_statistic(x: object) -> np.ndarray:
+    """Validate a statistic to be released: a finite real scalar or array."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError("x must be a real number or a real array, got a bool")
+    array = np.asarray(x)
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise TypeError(f"x must be a real number or a real array, got dtype {array.dtype}")
+    if array.size == 0:
+        raise ValueError("x must not be empty")
+    array = array.astype(float)
+    if not np.all(np.isfinite(array)):
+        raise ValueError("x must be finite (no NaN or infinity)")
+    return array
+
+
+def _to_release(noisy: np.ndarray, receipt: object) -> Release:
+    return Release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
+
+
+class GaussianMechanism:
+    """Release f(D) + N(0, σ² I) for a statistic of L2 sensitivity Δ, charged in zCDP first.
+
+    Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₂ over neighbouring D, D'
+    under ``relation`` (``"replace_one"`` by default: one user's data replaced).
+    The mechanism cannot check this bound on a statistic it only sees for one
+    data set; the caller states it, and the charge records it. Cost per release:
+    ρ = Δ²/(2σ²) zCDP (Bun & Steinke 2016, Prop. 1.6).
+
+    Parameters
+    ----------
+    account : accounting.Account
+        Account charged before every release; its currency must be ``"zcdp"``.
+    sensitivity : float
+        L2 sensitivity Δ > 0 under ``relation``.
+    rng : numpy.random.Generator
+        Source of the noise.
+    sigma : float, optional
+        Noise standard deviation; each release then costs Δ²/(2σ²), rounded up to
+        15 significant digits.
+    cost : accounting.ZCDP, optional
+        Cost of one release (``delta`` = 0); σ is then the smallest float with
+        Δ²/(2σ²) ≤ ρ, and each release charges exactly ``cost``.
+        Exactly one of ``sigma`` and ``cost`` must be given.
+    relation : {"replace_one", "add_remove"}
+        Neighbouring relation under which ``sensitivity`` holds.
+    """
+
+    def __init__(
+        self,
+        account: object,
+        sensitivity: float,
+        rng: np.random.Generator,
+        *,
+        sigma: float | None = None,
+        cost: ZCDP | None = None,
+        relation: str = "replace_one",
+    ) -> None:
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.rng = check_generator(rng)
+        self.relation = check_relation(relation)
+        if getattr(account, "currency", None) != "zcdp":
+            raise TypeError(
+                "account must charge in zCDP (currency 'zcdp') for a Gaussian mechanism, "
+                f"got currency {getattr(account, 'currency', None)!r}"
+            )
+        self.account = account
+        if (sigma is None) == (cost is None):
+            raise ValueError("give exactly one of sigma (noise std > 0) and cost (a ZCDP per release)")
+        if sigma is not None:
+            self.sigma = check_positive("sigma", sigma)
+            self.cost = ZCDP(round_up(gaussian_rho(self.sigma, self.sensitivity)))
+        else:
+            if not isinstance(cost, ZCDP):
+                raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
+            if cost.delta != 0 or cost.rho <= 0:
+                raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
+            self.cost = cost
+            self.sigma = gaussian_sigma_for(cost.rho, self.sensitivity)
+
+    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+        """Charge one release, then return x + N(0, σ² I).
+
+        Parameters
+        ----------
+        x : float or numpy.ndarray
+            The exact statistic f(D), finite.
+        partition : str, optional
+            Partition key for parallel composition over disjoint data (see ``Account.charge``).
+        note : str
+            Free text recorded with the charge.
+
+        Raises
+        ------
+        accounting.BudgetExceeded
+            If the account cannot pay; no noise is drawn and nothing is released.
+        """
+        statistic = _as_statistic(x)
+        receipt = self.account.charge(
+            self.cost,
+            mechanism="GaussianMechanism",
+            relation=self.relation,
+            partition=partition,
+            note=f"sigma={self.sigma!r}, L2 sensitivity={self.sensitivity!r}. {note}".strip(),
+        )
+        noisy = statistic + self.rng.normal(0.0, self.sigma, size=statistic.shape)
+        return _to_release(noisy, receipt)
+
+
+class LaplaceMechanism:
+    """Release f(D) + Lap(b)^k for a statistic of L1 sensitivity Δ, charged in pure ε-DP first.
+
+    Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₁ over neighbouring D, D'
+    under ``relation``; stated by the caller and recorded with the charge.
+    Cost per release: ε = Δ/b (Dwork & Roth 2014, Thm 3.6). A pure-DP charge is
+    accepted by pure accounts, and converted by the ledger for zCDP (ε²/2) and
+    approximate-DP (ε, 0) accounts.
+
+    Parameters
+    ----------
+    account : accounting.Account
+        Account charged before every release.
+    sensitivity : float
+        L1 sensitivity Δ > 0 under ``relation``.
+    rng : numpy.random.Generator
+        Source of the noise.
+    scale : float, optional
+        Laplace scale b; each release then costs Δ/b, rounded up to 15 significant digits.
+    cost : accounting.PureDP, optional
+        Cost of one release; b is then the smallest float with Δ/b ≤ ε and each
+        release charges exactly ``cost``. Exactly one of ``scale`` and ``cost``.
+    relation : {"replace_one", "add_remove"}
+        Neighbouring relation under which ``sensitivity`` holds.
+    """
+
+    def __init__(
+        self,
+        account: object,
+        sensitivity: float,
+        rng: np.random.Generator,
+        *,
+        scale: float | None = None,
+        cost: PureDP | None = None,
+        relation: str = "replace_one",
+    ) -> None:
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.rng = check_generator(rng)
+        self.relation = check_relation(relation)
+        self.account = account
+        if (scale is None) == (cost is None):
+            raise ValueError("give exactly one of scale (Laplace b > 0) and cost (a PureDP per release)")
+        if scale is not None:
+            self.scale = check_positive("scale", scale)
+            self.cost = PureDP(round_up(laplace_epsilon(self.scale, self.sensitivity)))
+        else:
+            if not isinstance(cost, PureDP):
+                raise TypeError(f"cost must be an accounting.PureDP, got {type(cost).__name__}")
+            self.cost = cost
+            self.scale = laplace_scale_for(cost.eps, self.sensitivity)
+
+    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+        """Charge one release, then return x + Lap(b) noise on every coordinate.
+
+        Raises
+        ------
+        accounting.BudgetExceeded
+            If the account cannot pay; no noise is drawn and nothing is released.
+        """
+        statistic = _as_statistic(x)
+        receipt = self.account.charge(
+            self.cost,
+            mechanism="LaplaceMechanism",
+            relation=self.relation,
+            partition=partition,
+            note=f"scale={self.scale!r}, L1 sensitivity={self.sensitivity!r}. {note}".strip(),
+        )
+        noisy = statistic + self.rng.laplace(0.0, self.scale, size=statistic.shape)
+        return _to_release(noisy, receipt)

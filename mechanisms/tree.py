@@ -1,0 +1,350 @@
+r"""Binary-tree continual release of prefix sums of vectors and symmetric matrices (paper §J.3).
+
+The mechanism of Dwork et al. (2010) and Chan, Shi & Song (2011), as instantiated
+by Shariff & Sheffet (2018, §4.2) and the paper (Appendix J.3, "We instantiate the
+above tree-based algorithm with symmetric Gaussian noise at every node"): every
+dyadic node holds the exact sum of its interval plus independent Gaussian noise;
+the prefix sum at time t is the sum of the nodes named by the binary digits of t,
+so it carries popcount(t) node noises. The whole horizon is charged once, at
+construction, before any noise is drawn.
+
+Privacy (zCDP, Bun & Steinke 2016)
+----------------------------------
+Levels. With horizon T, node lengths are 2^j ≤ T, i.e. j = 0, …, ⌊log₂ T⌋, so
+L = ⌊log₂ T⌋ + 1 = ⌈log₂(T + 1)⌉ levels, and element x_s lies in at most one
+node per level: at most L nodes. (dp-accounting's
+``SingleEpochTreeAggregationDpEvent`` uses the same depth.)
+
+One node. Let D = x_s − x_s' be the change of one element under the stated
+neighbouring relation, ‖D‖ ≤ Δ (L2 for vectors, Frobenius for matrices).
+For vectors the node is the Gaussian mechanism with i.i.d. N(0, σ²) noise:
+D_α = α‖D‖²/(2σ²) ≤ αΔ²/(2σ²).
+
+Symmetrised noise. For symmetric (d, d) elements the node noise is
+Z = (Z' + Z'ᵀ)/2 with Z'ᵢⱼ i.i.d. N(0, σ²). Then Zᵢᵢ = Z'ᵢᵢ ~ N(0, σ²), and for
+i < j, Zᵢⱼ = Zⱼᵢ = (Z'ᵢⱼ + Z'ⱼᵢ)/2 ~ N(0, σ²/2); the d(d + 1)/2 upper-triangle
+entries are independent and determine the node. D is symmetric, so the Rényi
+divergence of order α between the two node distributions is
+
+    α/2 · [ Σᵢ Dᵢᵢ²/σ² + Σ_{i<j} Dᵢⱼ²/(σ²/2) ] = α (Σᵢ Dᵢᵢ² + 2 Σ_{i<j} Dᵢⱼ²)/(2σ²)
+                                                  = α ‖D‖_F² / (2σ²).
+
+Halving the off-diagonal variance is exactly offset by each off-diagonal
+difference counting twice in the Frobenius norm: a symmetrised node is
+‖D‖_F²/(2σ²)-zCDP, the same constant as for vectors, with σ² the variance of
+the diagonal noise (off-diagonal entries have σ²/2). No constant is lost or
+gained by symmetrising; the bound is tight for every D (it depends on D only
+through ‖D‖_F).
+
+Whole horizon. The released prefix sums are post-processing of the noisy
+nodes; x_s changes at most L of them, each a Gaussian mechanism of
+sensitivity Δ, so by (adaptive) zCDP composition the stream is
+
+    ρ = L · Δ² / (2σ²)  zCDP,
+
+charged in full even when T is not a power of two (some elements then lie in
+fewer than L completed nodes): conservative, never below the true loss. Noise
+calibrated from a cost is rounded up (``mechanisms.noise.gaussian_sigma_for``).
+
+Element bounds. ``sensitivity`` Δ bounds ‖x_s − x_s'‖. Each appended element is
+checked against the norm bound B that makes this true for ANY two admissible
+elements: B = Δ under ``"add_remove"`` (the neighbour has 0 in place of x_s);
+B = Δ/2 under ``"replace_one"`` (triangle inequality); with ``psd=True``
+(positive semidefinite matrices such as x xᵀ) B = Δ/√2 under ``"replace_one"``,
+because ‖A − A'‖_F² = ‖A‖_F² + ‖A'‖_F² − 2 tr(AA') ≤ ‖A‖_F² + ‖A'‖_F² when
+tr(AA') ≥ 0. The PSD test accepts a smallest eigenvalue ≥ −τ‖A‖_F (τ = 1e-12,
+rounding of x xᵀ); writing A = A₊ − A₋ with ‖A₋‖_F ≤ √d τ‖A‖_F gives
+tr(AA') ≥ −2√d τ ‖A‖_F ‖A'‖_F, so the charge uses Δ·√(1 + 2√d τ) in place of Δ.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from accounting import ZCDP
+from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
+from mechanisms.release import Release, check_generator, check_positive, check_relation
+
+__all__ = ["BinaryTreeMechanism", "check_stream_shape", "tree_depth", "StreamElements"]
+
+PSD_TOLERANCE = 1e-12
+
+
+def tree_depth(horizon: int) -> int:
+    """Number of tree levels L = ⌈log₂(T + 1)⌉ = ⌊log₂ T⌋ + 1: nodes holding any one element."""
+    return int(horizon).bit_length()
+
+
+def check_stream_shape(shape: object) -> tuple[int, ...]:
+    """Return ``shape`` as a tuple if it is ``(d,)`` or square ``(d, d)`` with d ≥ 1.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``shape`` and the allowed forms.
+    """
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape
+    ):
+        raise TypeError(f"shape must be a tuple (d,) or (d, d) of ints, got {shape!r}")
+    shape = tuple(int(n) for n in shape)
+    if len(shape) not in (1, 2) or min(shape) < 1 or (len(shape) == 2 and shape[0] != shape[1]):
+        raise ValueError(f"shape must be (d,) or square (d, d) with d >= 1, got {shape}")
+    return shape
+
+
+class StreamElements:
+    """Boundary checks for the elements of a continual-release stream and the sensitivity they certify.
+
+    Parameters
+    ----------
+    horizon : int
+        Number T ≥ 1 of elements the stream may receive.
+    shape : tuple
+        ``(d,)`` for vectors or ``(d, d)`` for symmetric matrices.
+    sensitivity : float
+        Δ ≥ ‖x_s − x_s'‖ (L2, or Frobenius for matrices) under ``relation``.
+    relation : {"replace_one", "add_remove"}
+        Neighbouring relation under which ``sensitivity`` holds.
+    psd : bool
+        Matrix elements are positive semidefinite (see the module docstring: the
+        element bound becomes Δ/√2 under replace-one).
+
+    Attributes
+    ----------
+    element_bound : float
+        Largest admissible ‖x‖ (L2 or Frobenius).
+    charged_sensitivity : float
+        The sensitivity used in the charge: Δ, or Δ·√(1 + 2√d τ) with ``psd``.
+    """
+
+    def __init__(self, horizon: int, shape: object, sensitivity: float, relation: str, psd: bool) -> None:
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
+            raise TypeError(f"horizon must be an int, got {type(horizon).__name__}")
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        self.horizon = int(horizon)
+        self.shape = check_stream_shape(shape)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.relation = check_relation(relation)
+        if not isinstance(psd, bool):
+            raise TypeError(f"psd must be a bool, got {type(psd).__name__}")
+        if psd and len(self.shape) != 2:
+            raise ValueError(f"psd=True needs matrix elements of shape (d, d), got shape {self.shape}")
+        self.psd = psd
+        if relation == "add_remove":
+            self.element_bound = self.sensitivity
+        elif psd:
+            self.element_bound = self.sensitivity / math.sqrt(2.0)
+        else:
+            self.element_bound = self.sensitivity / 2.0
+        if psd:
+            slack = 1.0 + 2.0 * math.sqrt(self.shape[0]) * PSD_TOLERANCE
+            self.charged_sensitivity = float(np.nextafter(self.sensitivity * math.sqrt(slack), np.inf))
+        else:
+            self.charged_sensitivity = self.sensitivity
+
+    def check(self, x: object, t: int) -> np.ndarray:
+        """Validate element number ``t + 1`` and return it as a float array (symmetrised if a matrix).
+
+        Raises
+        ------
+        ValueError
+            Horizon exceeded, wrong shape, NaN/inf, asymmetric or non-PSD matrix,
+            or ‖x‖ above ``element_bound``; the message names the argument.
+        """
+        if t >= self.horizon:
+            raise ValueError(f"horizon exceeded: all {self.horizon} elements (horizon={self.horizon}) already appended")
+        if isinstance(x, (bool, np.bool_)):
+            raise TypeError("x must be a real array, got a bool")
+        array = np.asarray(x)
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise TypeError(f"x must be a real array, got dtype {array.dtype}")
+        if array.shape != self.shape:
+            raise ValueError(f"x must have shape {self.shape}, got {array.shape}")
+        array = array.astype(float)
+        if not np.all(np.isfinite(array)):
+            raise ValueError("x must be finite (no NaN or infinity)")
+        norm = float(np.linalg.norm(array))
+        if len(self.shape) == 2:
+            if not np.allclose(array, array.T, rtol=0.0, atol=1e-12 * max(norm, 1e-300)):
+                raise ValueError("x must be a symmetric matrix (x == x.T up to 1e-12 relative)")
+            array = (array + array.T) / 2.0
+            norm = float(np.linalg.norm(array))
+            if self.psd and norm > 0:
+                smallest = float(np.linalg.eigvalsh(array)[0])
+                if smallest < -PSD_TOLERANCE * norm:
+                    raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
+        if norm > self.element_bound:
+            kind = "Frobenius" if len(self.shape) == 2 else "L2"
+            raise ValueError(
+                f"x has {kind} norm {norm!r} > {self.element_bound!r}, the bound certified by "
+                f"sensitivity={self.sensitivity!r} under relation={self.relation!r}"
+                + (" with psd=True" if self.psd else "")
+            )
+        return array
+
+
+def continual_cost(
+    account: object,
+    sigma: float | None,
+    cost: ZCDP | None,
+    sensitivity: float,
+    compositions: Fraction,
+) -> tuple[float, ZCDP]:
+    """Noise σ and zCDP charge for a stream whose element enters Gaussian nodes of total weight ``compositions``.
+
+    ρ = compositions · Δ²/(2σ²). From ``sigma``: the exact ρ rounded up to 15 digits.
+    From ``cost`` (or, if neither is given, all of ``account.remaining``): σ is the
+    smallest float meeting the cost, which is charged exactly.
+    """
+    if getattr(account, "currency", None) != "zcdp":
+        raise TypeError(
+            "account must charge in zCDP (currency 'zcdp') for Gaussian tree noise, "
+            f"got currency {getattr(account, 'currency', None)!r}"
+        )
+    if sigma is not None and cost is not None:
+        raise ValueError("give at most one of sigma (node noise std > 0) and cost (a ZCDP for the whole horizon)")
+    if sigma is not None:
+        sigma = check_positive("sigma", sigma)
+        return sigma, ZCDP(round_up(gaussian_rho(sigma, sensitivity, compositions)))
+    if cost is None:
+        cost = account.remaining
+        if not isinstance(cost, ZCDP) or cost.rho <= 0:
+            raise ValueError(f"account has no remaining zCDP budget to spend (remaining {cost}); give sigma or cost")
+    if not isinstance(cost, ZCDP):
+        raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
+    if cost.delta != 0 or cost.rho <= 0:
+        raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
+    return gaussian_sigma_for(cost.rho, sensitivity, compositions), cost
+
+
+def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int, ...], count: int | None = None) -> np.ndarray:
+    """Node noise: N(0, σ²) i.i.d. for vectors; (Z' + Z'ᵀ)/2 with Z' i.i.d. N(0, σ²) for matrices (paper §J.3).
+
+    ``count`` draws a stack of ``count`` independent noises along a new first axis.
+    """
+    size = shape if count is None else (count, *shape)
+    noise = rng.normal(0.0, sigma, size=size)
+    if len(shape) == 2:
+        noise = (noise + np.swapaxes(noise, -1, -2)) / 2.0
+    return noise
+
+
+class BinaryTreeMechanism:
+    """Continual release of noisy prefix sums S_t = x_1 + … + x_t through a binary tree (paper §J.3).
+
+    Neighbouring relation and sensitivity: one element x_s changes by at most
+    ``sensitivity`` Δ (L2 norm for vectors, Frobenius for symmetric matrices) under
+    ``relation``. The whole horizon costs ρ = L·Δ²/(2σ²) zCDP, L = ⌈log₂(T + 1)⌉,
+    charged once at construction before any noise is drawn (derivation, including
+    the symmetrised matrix noise, in the module docstring).
+
+    Memory O(L·d²): only the partial sums along the current binary counter (one
+    exact and one noisy node per level). Work per append O(L·d²).
+
+    Parameters
+    ----------
+    account : accounting.Account
+        zCDP account charged once for the whole horizon.
+    horizon : int
+        Number T ≥ 1 of elements.
+    shape : tuple
+        ``(d,)`` vectors or ``(d, d)`` symmetric matrices.
+    sensitivity : float
+        Δ > 0 as above.
+    rng : numpy.random.Generator
+        Source of the node noise.
+    sigma : float, optional
+        Node noise std (per entry for vectors, diagonal entries for matrices).
+    cost : accounting.ZCDP, optional
+        Cost of the whole horizon; σ is then calibrated to it, rounded up. If
+        neither ``sigma`` nor ``cost`` is given, all of ``account.remaining`` is spent.
+    relation : {"replace_one", "add_remove"}
+        Neighbouring relation under which ``sensitivity`` holds.
+    psd : bool
+        Matrix elements are positive semidefinite (e.g. x xᵀ): admits elements with
+        ‖x‖_F ≤ Δ/√2 under replace-one instead of Δ/2.
+
+    Attributes
+    ----------
+    sigma, depth, t, horizon, receipt, cost, element_bound
+
+    Raises
+    ------
+    accounting.BudgetExceeded
+        At construction, if the account cannot pay; no noise is drawn.
+    """
+
+    def __init__(
+        self,
+        account: object,
+        horizon: int,
+        shape: object,
+        sensitivity: float,
+        rng: np.random.Generator,
+        *,
+        sigma: float | None = None,
+        cost: ZCDP | None = None,
+        relation: str = "replace_one",
+        psd: bool = False,
+    ) -> None:
+        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd)
+        self.rng = check_generator(rng)
+        self.horizon = self._elements.horizon
+        self.shape = self._elements.shape
+        self.sensitivity = self._elements.sensitivity
+        self.relation = relation
+        self.element_bound = self._elements.element_bound
+        self.depth = tree_depth(self.horizon)
+        self.sigma, self.cost = continual_cost(
+            account, sigma, cost, self._elements.charged_sensitivity, Fraction(self.depth)
+        )
+        self.receipt = account.charge(
+            self.cost,
+            mechanism="BinaryTreeMechanism",
+            relation=relation,
+            partition=None,
+            note=(
+                f"horizon T={self.horizon}, depth L={self.depth}, shape={self.shape}, node sigma={self.sigma!r}, "
+                f"sensitivity={self.sensitivity!r}" + (" (psd)" if psd else "")
+            ),
+        )
+        self.account = account
+        self.t = 0
+        self._exact = np.zeros((self.depth, *self.shape))
+        self._noisy = np.zeros((self.depth, *self.shape))
+
+    def noise_variance(self, t: int) -> float:
+        """Per-entry (diagonal) variance of the noise in the t-th release: σ²·popcount(t) (off-diagonal: half)."""
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.horizon:
+            raise ValueError(f"t must be an int in [1, {self.horizon}], got {t!r}")
+        return self.sigma**2 * bin(int(t)).count("1")
+
+    def append(self, x: np.ndarray) -> Release:
+        """Add element x_{t+1} and release the noisy prefix sum S_{t+1} + noise of popcount(t+1) nodes.
+
+        Binary counter (Chan, Shi & Song 2011, Alg. 2): at time t with lowest set bit
+        i, node i becomes the sum of nodes 0..i−1 plus x_t, with fresh noise; the
+        nodes below i are emptied. Nonzero nodes are exactly the set bits of t, so
+        the release is the sum of the noisy nodes.
+
+        Raises
+        ------
+        ValueError
+            If the horizon is exhausted or ``x`` is malformed (see ``StreamElements.check``).
+        """
+        element = self._elements.check(x, self.t)
+        self.t += 1
+        level = (self.t & -self.t).bit_length() - 1
+        node = self._exact[:level].sum(axis=0) + element
+        self._exact[:level] = 0.0
+        self._noisy[:level] = 0.0
+        self._exact[level] = node
+        self._noisy[level] = node + symmetrised_normal(self.rng, self.sigma, self.shape)
+        return Release(self._noisy.sum(axis=0), self.receipt)

@@ -1,0 +1,200 @@
+"""Gaussian and Laplace mechanisms: charge first, exact rounded-up calibration, noise moments, bad input."""
+
+from fractions import Fraction
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting import rdp
+
+from accounting import BudgetExceeded, Ledger, PureDP, ZCDP
+from mechanisms import GaussianMechanism, LaplaceMechanism, Release
+from mechanisms.noise import round_up
+
+
+def zcdp_account(rho=1.0):
+    return Ledger(ZCDP(rho)).root
+
+
+def pure_account(eps=1.0):
+    return Ledger(PureDP(eps)).root
+
+
+# ----- calibration ---------------------------------------------------------------------------------
+
+
+def test_round_up_keeps_15_digits_and_never_rounds_down():
+    assert round_up(Fraction(1, 3)) == Fraction(333333333333334, 10**15)
+    assert round_up(Fraction(2, 3) * 1000) == Fraction(666666666666667, 10**12)
+    assert round_up(Fraction(5, 10)) == Fraction(1, 2)
+    assert round_up(Fraction(123456789, 10**30)) == Fraction(123456789, 10**30)
+    with pytest.raises(ValueError, match="value must be > 0"):
+        round_up(Fraction(0))
+
+
+def test_gaussian_from_sigma_charges_delta_sq_over_two_sigma_sq():
+    account = zcdp_account(10)
+    mechanism = GaussianMechanism(account, 1.5, np.random.default_rng(0), sigma=0.7)
+    exact = Fraction(1.5) ** 2 / (2 * Fraction(0.7) ** 2)  # Bun & Steinke 2016, Prop. 1.6
+    assert exact <= mechanism.cost.rho <= exact * (1 + Fraction(1, 10**14))
+    mechanism.release(np.zeros(3))
+    assert account.spent.rho == mechanism.cost.rho
+
+
+def test_gaussian_from_cost_uses_it_exactly_and_rounds_noise_up():
+    account = zcdp_account(1)
+    cost = ZCDP(0.3)
+    mechanism = GaussianMechanism(account, 2.0, np.random.default_rng(0), cost=cost)
+    sigma = mechanism.sigma
+    assert sigma == pytest.approx(2.0 / np.sqrt(2 * 0.3), rel=1e-15)
+    assert Fraction(2.0) ** 2 / (2 * Fraction(sigma) ** 2) <= Fraction(3, 10)
+    smaller = float(np.nextafter(sigma, 0.0))
+    assert Fraction(2.0) ** 2 / (2 * Fraction(smaller) ** 2) > Fraction(3, 10)
+    mechanism.release(1.0)
+    assert account.spent.rho == Fraction(3, 10)
+
+
+def test_gaussian_charge_matches_dp_accounting_rdp():
+    """ρ-zCDP and the RDP of dp-accounting's Gaussian (noise multiplier σ/Δ) give the same ε."""
+    mechanism = GaussianMechanism(zcdp_account(5), 1.0, np.random.default_rng(0), sigma=2.0)
+    direct = rdp.RdpAccountant()
+    direct.compose(dp_accounting.GaussianDpEvent(2.0))
+    via_zcdp = rdp.RdpAccountant()
+    via_zcdp.compose(dp_accounting.ZCDpEvent(float(mechanism.cost.rho)))
+    assert via_zcdp.get_epsilon(1e-6) == pytest.approx(direct.get_epsilon(1e-6), rel=1e-9)
+
+
+def test_laplace_from_scale_and_from_cost():
+    account = pure_account(3)
+    mechanism = LaplaceMechanism(account, 2.0, np.random.default_rng(0), scale=4.0)
+    assert mechanism.cost.eps == Fraction(1, 2)  # ε = Δ₁/b
+    mechanism.release(np.ones(2))
+    assert account.spent.eps == Fraction(1, 2)
+    calibrated = LaplaceMechanism(account, 1.0, np.random.default_rng(0), cost=PureDP(0.3))
+    assert Fraction(1.0) / Fraction(calibrated.scale) <= Fraction(3, 10)
+    assert Fraction(1.0) / Fraction(float(np.nextafter(calibrated.scale, 0))) > Fraction(3, 10)
+    calibrated.release(0.0)
+    assert account.spent.eps == Fraction(8, 10)
+
+
+def test_laplace_in_a_zcdp_account_is_converted_by_the_ledger():
+    account = zcdp_account(1)
+    LaplaceMechanism(account, 1.0, np.random.default_rng(0), scale=2.0).release(0.0)
+    assert account.spent.rho == Fraction(1, 8)  # (ε = 1/2)²/2
+
+
+# ----- charge before sampling -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_refused_charge_draws_no_noise(kind):
+    rng = np.random.default_rng(7)
+    if kind == "gaussian":
+        account = zcdp_account(0.1)
+        mechanism = GaussianMechanism(account, 1.0, rng, sigma=1.0)  # costs 0.5 > 0.1
+    else:
+        account = pure_account(0.1)
+        mechanism = LaplaceMechanism(account, 1.0, rng, scale=1.0)  # costs 1 > 0.1
+    before = rng.bit_generator.state
+    spent_before = account.spent
+    with pytest.raises(BudgetExceeded):
+        mechanism.release(np.zeros(4))
+    assert rng.bit_generator.state == before
+    assert account.spent == spent_before
+
+
+def test_second_release_refused_after_budget_used():
+    account = zcdp_account(1)
+    rng = np.random.default_rng(1)
+    mechanism = GaussianMechanism(account, 1.0, rng, cost=ZCDP(0.6))
+    first = mechanism.release(np.zeros(2))
+    assert isinstance(first, Release) and first.receipt.mechanism == "GaussianMechanism"
+    state = rng.bit_generator.state
+    with pytest.raises(BudgetExceeded):
+        mechanism.release(np.zeros(2))
+    assert rng.bit_generator.state == state
+
+
+def test_receipt_states_relation_and_partition():
+    account = zcdp_account(1)
+    mechanism = GaussianMechanism(account, 1.0, np.random.default_rng(0), sigma=4.0, relation="replace_one")
+    receipt = mechanism.release(0.0, partition="arm-3").receipt
+    assert receipt.relation == "replace_one" and receipt.partition == "arm-3"
+    assert "L2 sensitivity=1.0" in receipt.note
+
+
+# ----- noise moments -------------------------------------------------------------------------------
+
+
+def test_gaussian_noise_moments(rng):
+    mechanism = GaussianMechanism(zcdp_account(1), 1.0, rng, sigma=1.5)
+    x = np.linspace(-1, 1, 200_000)
+    noise = np.asarray(mechanism.release(x).value) - x
+    assert abs(noise.mean()) < 4 * 1.5 / np.sqrt(x.size)
+    assert noise.var() == pytest.approx(1.5**2, rel=0.02)
+
+
+def test_laplace_noise_moments(rng):
+    mechanism = LaplaceMechanism(pure_account(1), 1.0, rng, scale=2.0)
+    noise = np.asarray(mechanism.release(np.zeros(200_000)).value)
+    assert noise.var() == pytest.approx(2 * 2.0**2, rel=0.03)  # Var Lap(b) = 2b²
+    assert np.mean(np.abs(noise)) == pytest.approx(2.0, rel=0.02)  # E|Lap(b)| = b
+
+
+def test_same_seed_same_release():
+    def once():
+        mech = GaussianMechanism(zcdp_account(1), 1.0, np.random.default_rng(3), sigma=1.0)
+        return mech.release(np.arange(4.0)).value
+
+    np.testing.assert_array_equal(once(), once())
+
+
+def test_scalar_in_scalar_out():
+    value = GaussianMechanism(zcdp_account(1), 1.0, np.random.default_rng(0), sigma=1.0).release(2.0).value
+    assert isinstance(value, float)
+
+
+# ----- bad input -----------------------------------------------------------------------------------
+
+
+def test_bad_construction_names_the_argument():
+    rng = np.random.default_rng(0)
+    account = zcdp_account(1)
+    with pytest.raises(ValueError, match="sensitivity"):
+        GaussianMechanism(account, 0.0, rng, sigma=1.0)
+    with pytest.raises(ValueError, match="sensitivity"):
+        GaussianMechanism(account, float("nan"), rng, sigma=1.0)
+    with pytest.raises(ValueError, match="exactly one of sigma"):
+        GaussianMechanism(account, 1.0, rng)
+    with pytest.raises(ValueError, match="exactly one of sigma"):
+        GaussianMechanism(account, 1.0, rng, sigma=1.0, cost=ZCDP(0.1))
+    with pytest.raises(ValueError, match="sigma"):
+        GaussianMechanism(account, 1.0, rng, sigma=-1.0)
+    with pytest.raises(TypeError, match="cost must be an accounting.ZCDP"):
+        GaussianMechanism(account, 1.0, rng, cost=PureDP(1))
+    with pytest.raises(ValueError, match="delta=0"):
+        GaussianMechanism(account, 1.0, rng, cost=ZCDP(0.1, 1e-6))
+    with pytest.raises(TypeError, match="rng"):
+        GaussianMechanism(account, 1.0, 42, sigma=1.0)
+    with pytest.raises(ValueError, match="relation"):
+        GaussianMechanism(account, 1.0, rng, sigma=1.0, relation="neighbours")
+    with pytest.raises(TypeError, match="currency 'zcdp'"):
+        GaussianMechanism(pure_account(), 1.0, rng, sigma=1.0)
+    with pytest.raises(ValueError, match="exactly one of scale"):
+        LaplaceMechanism(account, 1.0, rng)
+    with pytest.raises(TypeError, match="cost must be an accounting.PureDP"):
+        LaplaceMechanism(account, 1.0, rng, cost=ZCDP(0.1))
+    with pytest.raises(ValueError, match="scale"):
+        LaplaceMechanism(account, 1.0, rng, scale=0)
+
+
+@pytest.mark.parametrize("x", [np.array([1.0, np.nan]), np.array([]), "abc", np.array([True]), float("inf")])
+def test_bad_statistic_is_refused_before_any_charge(x):
+    account = zcdp_account(1)
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    mechanism = GaussianMechanism(account, 1.0, rng, sigma=1.0)
+    with pytest.raises((ValueError, TypeError), match="x must"):
+        mechanism.release(x)
+    assert account.spent.rho == 0
+    assert rng.bit_generator.state == state
