@@ -1,10 +1,11 @@
 """The ``dpglm`` command line.
 
-Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> int``; this file only wires them together. Command modules keep
-their heavy imports (torch, matplotlib) inside ``run`` so that ``dpglm --help``
-stays fast. This is the only file of :mod:`dpglm` that may import :mod:`audits`
-(see DESIGN.md, dependency direction).
+Each leaf command lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; this file only wires them together. Only the module of
+the command actually invoked is imported, so ``dpglm --help`` stays fast and one
+command's heavy dependencies (torch, matplotlib) never load for another. This
+is the only file of :mod:`dpglm` that may import :mod:`audits` (DESIGN.md,
+dependency direction).
 """
 
 from __future__ import annotations
@@ -13,32 +14,61 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Union
 
-#: (subcommand, module, one-line help)
-COMMANDS: tuple[tuple[str, str, str], ...] = (
+#: A command is a leaf (module path) or a group of named sub-commands.
+Command = Union[str, tuple[tuple[str, "Command", str], ...]]
+
+REPRODUCE: tuple[tuple[str, Command, str], ...] = (
+    ("table2", "dpglm.experiments.table2", "paper 1, Table 2: probit, d=3, K=20, T=5000"),
+    ("fig1", "dpglm.experiments.fig1", "paper 1, Figure 1: regret curves, logistic and probit"),
+    ("shuffle", "dpglm.experiments.shuffle", "paper 1, Algorithm 1 (shuffle-DP) on stochastic contexts"),
+    ("bai", "dpglm.experiments.bai", "paper 2: stopping time of private best-arm identification vs ε"),
+)
+
+COMMANDS: tuple[tuple[str, Command, str], ...] = (
     ("demo", "dpglm.commands.demo", "a short private bandit run: regret, criteria, ledger report, plot"),
     ("ledger", "dpglm.commands.ledger", "build and inspect privacy ledgers"),
-    ("reproduce", "dpglm.commands.reproduce", "reproduce the papers' tables and figures"),
+    ("reproduce", REPRODUCE, "reproduce the papers' tables and figures"),
     ("audit", "audits.command", "empirical privacy audits: certified ε lower bounds"),
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_commands(
+    parser: argparse.ArgumentParser,
+    commands: tuple[tuple[str, Command, str], ...],
+    path: list[str],
+    dest: str,
+) -> None:
+    """Add ``commands`` under ``parser``; import only the leaf named by ``path``."""
+    subparsers = parser.add_subparsers(dest=dest, required=True, metavar=dest.upper())
+    selected = path[0] if path else None
+    for name, target, help_text in commands:
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name != selected:
+            continue
+        if isinstance(target, str):
+            module = importlib.import_module(target)
+            module.add_arguments(sub)
+            sub.set_defaults(_run=module.run)
+        else:
+            _add_commands(sub, target, path[1:], dest=name)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``dpglm`` parser, with arguments loaded for the command ``argv`` names."""
     parser = argparse.ArgumentParser(
         prog="dpglm",
         description="Privacy-accounting-first differentially private bandits.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module_name, help_text in COMMANDS:
-        module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+    path = [arg for arg in argv if not arg.startswith("-")]
+    _add_commands(parser, COMMANDS, path, dest="command")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     return int(args._run(args) or 0)
 
 
