@@ -5,8 +5,15 @@ from their own submodules (``mechanisms.shuffle``, ``mechanisms.geometric``,
 ``mechanisms.optim``).
 """
 
+from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.release import Release
 from mechanisms.tree import BinaryTreeMechanism
 
-__all__ = ["BinaryTreeMechanism", "GaussianMechanism", "LaplaceMechanism", "Release"]
+__all__ = [
+    "BinaryTreeMechanism",
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "Release",
+    "SquareRootFactorizationMechanism",
+]
