@@ -1,0 +1,70 @@
+"""Deliberately broken variants of the real mechanisms, for showing that the audits catch bugs.
+
+Each variant subclasses or wraps the production class and changes one thing
+— the noise actually drawn — while the charge on the ledger, and hence the
+claim, stays what the correct mechanism would charge. An audit must call
+these "violated" and the unmodified classes "consistent" (DESIGN.md, audits/).
+None of these is exported to the rest of the project.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mechanisms.geometric import GeometricBatchMean
+from mechanisms.noise import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for
+from mechanisms.tree import BinaryTreeMechanism
+
+__all__ = [
+    "DepthUnscaledTree",
+    "HalvedSensitivityGaussian",
+    "HalvedSensitivityLaplace",
+    "ReusedSampleGeometricMean",
+    "identity_shuffler",
+]
+
+
+class HalvedSensitivityGaussian(GaussianMechanism):
+    """Bug: calibrates σ (and its charge) for Δ/2 while the statistic moves by Δ."""
+
+    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: object) -> None:
+        super().__init__(account, sensitivity / 2, rng, **kwargs)
+
+
+class HalvedSensitivityLaplace(LaplaceMechanism):
+    """Bug: calibrates the Laplace scale for Δ/2 while the statistic moves by Δ."""
+
+    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: object) -> None:
+        super().__init__(account, sensitivity / 2, rng, **kwargs)
+
+
+class DepthUnscaledTree(BinaryTreeMechanism):
+    """Bug: charges ρ = L·Δ²/(2σ²) for the horizon but draws node noise calibrated for one node.
+
+    The σ actually used is the one a single Gaussian release of cost ρ would
+    need, √L times too small (the "missing √L" of REFERENCES.md).
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.sigma = gaussian_sigma_for(self.cost.rho, self._elements.charged_sensitivity, 1)
+
+
+class ReusedSampleGeometricMean(GeometricBatchMean):
+    """Bug: a completed batch's rewards are not cleared, so every later batch sum re-uses them.
+
+    Each release is still charged ε on its own (arm, batch) partition, as if
+    the batches were disjoint; a reward now enters every later batch.
+    """
+
+    def observe(self, counts: np.ndarray, reward_sums: np.ndarray) -> list:
+        sums = np.asarray(reward_sums, dtype=float).reshape(self._pending.shape)
+        carried = self._pending + sums
+        released = super().observe(counts, reward_sums)
+        self._pending = carried
+        return released
+
+
+def identity_shuffler(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Bug: a "shuffler" that returns the messages in user order (same signature as the real one)."""
+    return np.asarray(messages)
