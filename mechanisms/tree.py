@@ -168,18 +168,18 @@ class StreamElements:
         if array.shape != self.shape:
             raise ValueError(f"x must have shape {self.shape}, got {array.shape}")
         array = array.astype(float)
-        if not np.all(np.isfinite(array)):
+        if not np.isfinite(array).all():
             raise ValueError("x must be finite (no NaN or infinity)")
-        norm = float(np.linalg.norm(array))
         if len(self.shape) == 2:
-            if not np.allclose(array, array.T, rtol=0.0, atol=1e-12 * max(norm, 1e-300)):
+            asymmetry = float(np.abs(array - array.T).max())
+            if asymmetry > 1e-12 * float(np.abs(array).max()):
                 raise ValueError("x must be a symmetric matrix (x == x.T up to 1e-12 relative)")
             array = (array + array.T) / 2.0
-            norm = float(np.linalg.norm(array))
-            if self.psd and norm > 0:
-                smallest = float(np.linalg.eigvalsh(array)[0])
-                if smallest < -PSD_TOLERANCE * norm:
-                    raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
+        norm = math.sqrt(float(np.vdot(array, array)))
+        if self.psd and norm > 0:
+            smallest = float(np.linalg.eigvalsh(array)[0])
+            if smallest < -PSD_TOLERANCE * norm:
+                raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
         if norm > self.element_bound:
             kind = "Frobenius" if len(self.shape) == 2 else "L2"
             raise ValueError(
