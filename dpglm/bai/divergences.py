@@ -102,8 +102,12 @@ def _objective(x, m1, m2, w1, w2, eps):
     return w1 * _d_plus(1 - m1, 1 - x, eps) + w2 * _d_plus(m2, x, eps)
 
 
-def _transport_cost(m1, m2, w1, w2, eps):
-    """Unvalidated closed-form C*_ε; inputs broadcast, means in [0, 1], weights ≥ 0."""
+def _transport_cost(m1, m2, w1, w2, eps, *, return_argmin: bool = False):
+    """Unvalidated closed-form C*_ε; inputs broadcast, means in [0, 1], weights ≥ 0.
+
+    With ``return_argmin`` also the minimiser x* (m₁ when m₁ ≤ m₂), whose
+    d⁺_ε(m₂, x*) is ∂C*/∂w₂ by the envelope theorem.
+    """
     m1, m2, w1, w2, eps = np.broadcast_arrays(
         *(np.asarray(v, dtype=float) for v in (m1, m2, w1, w2, eps))
     )
@@ -121,13 +125,39 @@ def _transport_cost(m1, m2, w1, w2, eps):
         cands += _quadratic_roots(-q * s, w1 * (1 + m1 * q) + w2 * q, -w1 * m1)
         # leader linear, challenger kl: w2(x − m2)(e + qx) − w1 q x(1 − x) = 0
         cands += _quadratic_roots(q * s, w2 * e - w2 * m2 * q - w1 * q, -w2 * m2 * e)
-    best = np.full(m1.shape, np.inf)
-    for x in cands:
-        x = np.clip(np.nan_to_num(x, nan=0.5 * (m1 + m2)), m2, m1)
-        with np.errstate(invalid="ignore"):
-            val = _objective(x, m1, m2, w1, w2, eps)
-        best = np.fmin(best, val)
-    return np.where(m1 <= m2, 0.0, best)
+    lo, hi = np.minimum(m1, m2), m1
+    # branch of each arm at x: leader on kl iff x ≥ h1, challenger on kl iff x ≤ g2;
+    # the minimiser is interior (the derivative is < 0 at m2 and > 0 at m1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        h1 = np.where(m1 == 1, 1.0, m1 * e / ((1 - m1) + m1 * e))
+    g2 = g_minus(m2, eps)
+    kinds = [(None, None), (None, None), (True, True), (False, False), (True, False), (True, False),
+             (False, True), (False, True)]  # (leader on kl, challenger on kl) per candidate
+    chosen = np.full(m1.shape, np.nan)
+    for x, (lead_kl, ch_kl) in zip(cands, kinds):
+        if lead_kl is None:
+            continue
+        ok = (x > lo) & (x < hi) & ((x >= h1) == lead_kl) & ((x <= g2) == ch_kl)
+        chosen = np.where(np.isnan(chosen) & ok, x, chosen)
+    arg = chosen
+    with np.errstate(invalid="ignore"):
+        best = _objective(np.nan_to_num(chosen, nan=0.5), m1, m2, w1, w2, eps)
+    best = np.where(np.isnan(chosen), np.inf, best)
+    miss = np.isnan(chosen) & (m1 > m2)
+    if np.any(miss):  # rounding at a branch boundary: take the best of all candidates there
+        idx = np.nonzero(miss)
+        arg = np.where(miss, m1, arg)
+        for x in cands:
+            xi = np.clip(np.nan_to_num(x[idx], nan=0.5), lo[idx], hi[idx])
+            with np.errstate(invalid="ignore"):
+                val = _objective(xi, m1[idx], m2[idx], w1[idx], w2[idx], eps[idx])
+            better = val < best[idx]
+            best[idx] = np.where(better, val, best[idx])
+            arg[idx] = np.where(better, xi, arg[idx])
+    cost = np.where(m1 <= m2, 0.0, best)
+    if return_argmin:
+        return cost, np.where(m1 <= m2, m1, arg)
+    return cost
 
 
 def transport_cost(

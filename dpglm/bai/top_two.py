@@ -1,0 +1,399 @@
+"""Top Two algorithms for fixed-confidence best-arm identification, simulated in lockstep.
+
+:class:`DPTopTwo` (DP-TT, Jourdan & Azize 2025, §5 and Alg. 1),
+:class:`EBTopTwo` (EB-TCI, non-private; Jourdan et al. 2022), and the
+AdaP-TT baselines :class:`AdaPTT` / :class:`AdaPTTStar` (Azize et al. 2023;
+thesis forms reconstructed in ``../shared/BAI.md``) share one engine.
+
+Sampling rule (every step): leader B = empirical best of the (clipped) private
+means with random tie-breaking; TCI challenger C = argmin_{a≠B} cost(B, a, μ̃,
+N) + log N_a with the true counts N; β-tracking: pull B if N^B_B ≤ β·L_B
+(L_B: rounds B was leader, this one included), else C (paper Alg. 1 lines 5–9).
+
+Simulation (a documented speed device, not part of the algorithm). Between
+two refreshes of the estimator nothing the leader or the stopping rule reads
+changes, and no reward is read. The engine therefore advances each run by
+*blocks*: the leader pulls of a block follow from the tracking rule in closed
+form (N^B_B = ⌊βL_B⌋ + 1 once B has led), the challenger pulls are assigned
+by merging the TCI keys linearised in N_a at the block start (slope
+∂cost/∂w_a = d⁺_ε(μ̃_a, x*) by the envelope theorem, plus 1/N_a), and a
+block ends exactly when some arm reaches its next refresh point, or after at
+most ``block_fraction``·t steps. Only then are the rewards drawn, as a Binomial
+sum per arm — exactly equal in distribution to pulling one by one. The
+challenger split inside a block is thus an approximation of the per-step TCI
+argmin (exact as ``block_fraction`` → 0 up to the N_B drift inside a block);
+correctness (δ) and privacy (ε) do not depend on the sampling rule at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from accounting import Ledger, PureDP
+from dpglm.bai.divergences import _d_plus, _transport_cost
+from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold
+from mechanisms.geometric import GeometricBatchMean
+
+__all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "AdaPTT", "AdaPTTStar", "tracking_pulls"]
+
+
+@dataclass
+class BAIResult:
+    """Outcome of ``n_runs`` independent runs.
+
+    ``stopping_times[r]`` is τ (or ``max_steps`` if the run was cut, then
+    ``stopped[r]`` is False); ``recommendations[r]`` the recommended arm (−1 if
+    cut); ``ledgers`` the per-run privacy ledgers (empty for non-private runs).
+    """
+
+    stopping_times: np.ndarray
+    recommendations: np.ndarray
+    stopped: np.ndarray
+    best_arm: int
+    ledgers: list = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        """Runs that stopped and recommended a wrong arm."""
+        return int(np.sum(self.stopped & (self.recommendations != self.best_arm)))
+
+
+def tracking_pulls(t: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float) -> np.ndarray:
+    """Leader pulls in the next ``t`` rounds of β-tracking (paper Alg. 1, line 7).
+
+    Rule per round: L_B ← L_B + 1; pull B iff N^B_B ≤ β L_B. It keeps
+    N^B_B = ⌊βL_B⌋ + 1 once L_B ≥ 1 (induction), so the pulls in t rounds
+    are ⌊β(L_B + t)⌋ + 1 − N^B_B, clipped to [0, t].
+    """
+    t = np.asarray(t, dtype=np.int64)
+    pulls = np.floor(beta * (l_lead + t) + 1e-9).astype(np.int64) + 1 - n_lead
+    return np.clip(pulls, 0, t)
+
+
+def _first_t(target: np.ndarray, fn, hi: np.ndarray) -> np.ndarray:
+    """Smallest integer t in [1, hi] with fn(t) ≥ target (fn non-decreasing); hi if none."""
+    lo = np.ones_like(target)
+    hi = hi.copy()
+    for _ in range(64):
+        if np.all(lo >= hi):
+            break
+        mid = (lo + hi) // 2
+        ok = fn(mid) >= target
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid + 1)
+    return hi
+
+
+def _merged_ranks(v: np.ndarray, s: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """1-based rank of element j[:, a] of every arm a in the merge of the sequences v_c + i·s_c.
+
+    Ties in value go to the smaller arm index, so the order is strict and total.
+    ``v``, ``s``, ``j`` have shape (R, K); arms with v = +inf are not in the merge.
+    """
+    e = (v + j * s)[:, :, None]  # [r, a, 1]
+    vc, sc = v[:, None, :], s[:, None, :]  # [r, 1, c]
+    with np.errstate(invalid="ignore", over="ignore"):
+        ratio = (e - vc) / sc
+    k = v.shape[1]
+    before = np.arange(k)[None, :] < np.arange(k)[:, None]  # [a, c]: c < a
+    g = np.where(np.isfinite(ratio), np.maximum(np.floor(ratio) - 1, 0), 0)
+    # recount near the boundary with the same float formula as e (v + i·s), so that
+    # equal elements compare equal
+    cnt = g.copy()
+    alive = np.isfinite(vc) & np.isfinite(ratio)
+    for d in range(3):
+        val = vc + (g + d) * sc
+        alive &= np.where(before, val <= e, val < e)
+        cnt += alive
+    cnt[:, np.arange(k), np.arange(k)] = 0
+    return 1 + j + cnt.sum(axis=2)
+
+
+class _Estimator:
+    """Means behind the stopping and sampling rules: private (geometric batches) or exact."""
+
+    def __init__(self, n_runs, n_arms, epsilon, rng, eta, forget, private):
+        self.private = private
+        shape = (n_runs, n_arms)
+        if private:
+            self.ledgers = [Ledger(PureDP(epsilon)) for _ in range(n_runs)]
+            self.mech = GeometricBatchMean([l.root for l in self.ledgers], n_arms, epsilon, rng, eta=eta, forget=forget)
+        else:
+            self.ledgers = []
+            self._counts = np.zeros(shape, dtype=np.int64)
+            self._sums = np.zeros(shape)
+        self.noisy_sum = np.zeros(shape)
+
+    @property
+    def counts(self):
+        return self.mech.counts if self.private else self._counts
+
+    @property
+    def next_refresh(self):
+        return self.mech.next_refresh if self.private else self._counts + 1
+
+    @property
+    def phase_counts(self):
+        return self.mech.phase_counts if self.private else self._counts
+
+    @property
+    def phases(self):
+        return self.mech.batches if self.private else np.maximum(self._counts, 1)
+
+    def observe(self, counts, sums) -> np.ndarray:
+        """Feed completed batches; returns the (R, K) mask of refreshed entries."""
+        if self.private:
+            released = self.mech.observe(counts, sums)
+            mask = np.zeros(counts.shape, dtype=bool)
+            for r, a, rel in released:  # the policy reads Release values only
+                self.noisy_sum[r, a] = rel.value
+                mask[r, a] = True
+            return mask
+        if np.any(sums < 0) or np.any(sums > counts):
+            raise ValueError("rewards must lie in [0, 1]")
+        self._counts += counts
+        self._sums += sums
+        self.noisy_sum = self._sums.copy()
+        return counts > 0
+
+    def means(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = self.noisy_sum / self.phase_counts
+        return np.clip(np.nan_to_num(m, nan=0.5), 0.0, 1.0)
+
+
+def _check_mu(mu: ArrayLike) -> np.ndarray:
+    mu = np.asarray(mu, dtype=float).ravel()
+    if mu.size < 2 or np.any(~((mu >= 0) & (mu <= 1))):
+        raise ValueError(f"mu must hold >= 2 Bernoulli means in [0, 1], got {mu!r}")
+    if np.sum(mu == mu.max()) > 1:
+        raise ValueError("mu must have a unique best arm")
+    return mu
+
+
+class _TopTwo:
+    """Shared lockstep engine; subclasses set the estimator, costs and stopping rule."""
+
+    private = True
+    forget = False
+
+    def __init__(
+        self,
+        mu: ArrayLike,
+        epsilon: float,
+        delta: float,
+        *,
+        beta: float = 0.5,
+        eta: float = 1.0,
+        threshold: str = "provable",
+        block_fraction: float = 1 / 32,
+    ) -> None:
+        self.mu = _check_mu(mu)
+        self.epsilon = float(epsilon)
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be in (0, inf], got {epsilon!r}")
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if not 0 < beta < 1:
+            raise ValueError(f"beta must be in (0, 1), got {beta!r}")
+        if not 0 < block_fraction <= 1:
+            raise ValueError(f"block_fraction must be in (0, 1], got {block_fraction!r}")
+        if threshold not in ("provable", "heuristic"):
+            raise ValueError(f"threshold must be 'provable' or 'heuristic', got {threshold!r}")
+        self.delta, self.beta, self.eta, self.block_fraction = float(delta), float(beta), float(eta), block_fraction
+        k = self.mu.size
+        self.threshold = GammaThreshold(k, delta) if threshold == "provable" else HeuristicThreshold(k, delta)
+
+    # -- costs (overridden by AdaP-TT) ------------------------------------------------
+    def _challenger_cost(self, m_lead, m, n_lead, n):
+        """TCI cost C*_ε(B, a, μ̃, N) and its derivative in N_a (envelope theorem)."""
+        cost, x = _transport_cost(m_lead, m, n_lead, n, self.epsilon, return_argmin=True)
+        return cost, _d_plus(m, x, np.asarray(self.epsilon))
+
+    def _should_stop(self, est: _Estimator, rows: np.ndarray, lead: np.ndarray) -> np.ndarray:
+        """GLR: C*_ε(ã, a, μ̃, Ñ) > c(ã) + c(a) for every a ≠ ã (paper §4)."""
+        m = est.means()[rows]
+        nt = est.phase_counts[rows].astype(float)
+        c = self.threshold(est.phases[rows], nt)
+        i = np.arange(len(rows))
+        z = _transport_cost(m[i, lead][:, None], m, nt[i, lead][:, None], nt, self.epsilon)
+        margin = z - c - c[i, lead][:, None]
+        margin[i, lead] = np.inf
+        return np.all(margin > 0, axis=1)
+
+    # -- engine ---------------------------------------------------------------------------
+    def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**8) -> BAIResult:
+        """Simulate ``n_runs`` independent runs on Bernoulli(μ) arms; return a :class:`BAIResult`."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
+            raise ValueError(f"n_runs must be an integer >= 1, got {n_runs!r}")
+        env_rng, noise_rng, tie_rng = rng.spawn(3)
+        R, K = int(n_runs), self.mu.size
+        est = _Estimator(R, K, self.epsilon, noise_rng, self.eta, self.forget, self.private)
+        N = np.ones((R, K), dtype=np.int64)
+        n_lead = np.zeros((R, K), dtype=np.int64)
+        l_lead = np.zeros((R, K), dtype=np.int64)
+        t = np.full(R, K, dtype=np.int64)
+        tau = np.full(R, max_steps, dtype=np.int64)
+        rec = np.full(R, -1, dtype=np.int64)
+        stopped = np.zeros(R, dtype=bool)
+        est.observe(N.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (R, K))).astype(float))
+        lead = np.zeros(R, dtype=np.int64)
+        active = np.arange(R)
+        self._new_leaders(est, active, lead, tie_rng)
+        active = self._check(est, active, lead, t, tau, rec, stopped)
+        rows_all = np.arange(R)
+        while active.size:
+            rows = active
+            B = lead[rows]
+            i = np.arange(rows.size)
+            m = est.means()[rows]
+            n = N[rows]
+            cost, slope = self._challenger_cost(m[i, B][:, None], m, n[i, B][:, None], n)
+            v = cost + np.log(n)
+            s = np.maximum(slope + 1.0 / n, 1e-300)
+            v[i, B] = np.inf
+            nb0, lb0 = n_lead[rows, B], l_lead[rows, B]
+            remaining = est.next_refresh[rows] - n  # ≥ 1 for every arm
+            budget = np.minimum(np.maximum(1, (self.block_fraction * t[rows]).astype(np.int64)), max_steps - t[rows])
+            budget = np.maximum(budget, 1)
+            lead_pulls = lambda tt: tracking_pulls(tt, nb0, lb0, self.beta)  # noqa: E731
+            chall_steps_k = lambda tt: tt - tracking_pulls(tt, nb0[:, None], lb0[:, None], self.beta)  # noqa: E731
+            length = np.minimum(_first_t(remaining[i, B], lead_pulls, budget), budget)
+            jr = (remaining - 1).astype(float)
+            jr[i, B] = 0.0
+            rank = _merged_ranks(v, s, jr).astype(np.int64)  # challenger step of each arm's refresh
+            ta = _first_t(rank, chall_steps_k, np.broadcast_to(budget[:, None], rank.shape).copy())
+            ta[i, B] = budget
+            length = np.minimum(length, ta.min(axis=1))
+            pulls_b = lead_pulls(length)
+            m_ch = (length - pulls_b)[:, None]
+            # arm a's challenger pulls: #{j : rank(a, j) ≤ m_ch}, binary search on j ∈ [0, m_ch]
+            lo = np.zeros((rows.size, K), dtype=np.int64)
+            hi_j = np.broadcast_to(m_ch, lo.shape).copy()
+            hi_j[i, B] = 0
+            for _ in range(64):
+                if np.all(lo >= hi_j):
+                    break
+                mid = (lo + hi_j + 1) // 2
+                ok = _merged_ranks(v, s, (mid - 1).astype(float)) <= m_ch
+                lo = np.where(ok, mid, lo)
+                hi_j = np.where(ok, hi_j, mid - 1)
+            add = lo
+            add[i, B] += pulls_b
+            if np.any(add.sum(axis=1) != length):
+                raise RuntimeError("block split does not add up; please report this bug")
+            N[rows] += add
+            n_lead[rows, B] += pulls_b
+            l_lead[rows, B] += length
+            t[rows] += length
+            due = N[rows] == est.next_refresh[rows]
+            batch = np.zeros((R, K), dtype=np.int64)
+            batch[rows] = np.where(due, N[rows] - est.counts[rows], 0)
+            sums = np.zeros((R, K))
+            sums[rows] = env_rng.binomial(batch[rows], self.mu).astype(float)
+            refreshed = est.observe(batch, sums)
+            changed = rows_all[refreshed.any(axis=1)]
+            if changed.size:
+                self._new_leaders(est, changed, lead, tie_rng)
+                still = self._check(est, changed, lead, t, tau, rec, stopped)
+                done = np.setdiff1d(changed, still)
+            else:
+                done = np.array([], dtype=np.int64)
+            cut = rows[t[rows] >= max_steps]
+            active = np.setdiff1d(rows, np.union1d(done, cut))
+        return BAIResult(tau, rec, stopped, int(np.argmax(self.mu)), est.ledgers)
+
+    def _new_leaders(self, est, rows, lead, tie_rng):
+        """Empirical best of the clipped private means, ties broken uniformly (paper §5)."""
+        m = est.means()[rows]
+        top = m == m.max(axis=1, keepdims=True)
+        lead[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
+
+    def _check(self, est, rows, lead, t, tau, rec, stopped):
+        """Apply the stopping rule to ``rows``; returns the rows still running."""
+        stop = self._should_stop(est, rows, lead[rows])
+        done = rows[stop]
+        tau[done] = t[done]
+        rec[done] = lead[done]
+        stopped[done] = True
+        return rows[~stop]
+
+
+class DPTopTwo(_TopTwo):
+    """DP-TT: ε-global-DP Top Two with the GLR stopping rule (Jourdan & Azize 2025, Alg. 1).
+
+    Geometric-batch Laplace estimator (cumulative; :class:`mechanisms.geometric.GeometricBatchMean`),
+    EB leader, TCI challenger with C*_ε and true counts, β-tracking, GLR stopping
+    with phase counts Ñ re-solved only at refreshes. ``threshold="provable"``
+    (default) is :class:`~dpglm.bai.thresholds.GammaThreshold`; ``"heuristic"``
+    is :class:`~dpglm.bai.thresholds.HeuristicThreshold` (figure comparison only).
+    Each run holds a pure-ε :class:`accounting.Ledger`; its report shows ε in total.
+    """
+
+
+class EBTopTwo(_TopTwo):
+    """EB-TCI: the non-private Top Two (Jourdan et al. 2022) with the kl GLR stopping rule.
+
+    Means are exact empirical means updated every pull; costs use ε = ∞ (kl).
+    The default threshold is the heuristic log((1 + log n)/δ) split over the two arms
+    (Jourdan et al. 2022 experiments).
+    """
+
+    private = False
+
+    def __init__(self, mu: ArrayLike, delta: float, *, beta: float = 0.5, threshold: str = "heuristic") -> None:
+        super().__init__(mu, np.inf, delta, beta=beta, threshold=threshold, block_fraction=1.0)
+        if threshold == "provable":  # without noise, every count is a phase: k = n, still a valid union bound
+            self.threshold = GammaThreshold(self.mu.size, delta, max_phase=10**6)
+
+
+class AdaPTT(_TopTwo):
+    """AdaP-TT (Azize et al. 2023): doubling episodes with forgetting, Laplace noise.
+
+    Estimator: the last episode's mean + Lap(1/(ε·Ñ)) (``GeometricBatchMean(forget=True)``,
+    η = 1). Challenger: Gaussian transport cost (μ̃_B − μ̃_a)₊² / (2σ²(1/N_B + 1/N_a)),
+    σ² = 1/4, plus log N_a. Stopping (a δ-correct confidence-interval rule): stop when
+    μ̃_B − h_B − l_B > max_{a≠B} μ̃_a + h_a + l_a, with h = √(log(4/δ_k)/(2Ñ)) (Hoeffding),
+    l = log(2/δ_k)/(εÑ) (Laplace tail), δ_k = δ/(K ζ(2) k²) per arm and episode k.
+    The thesis' exact constants (Alg. 10, eqs. 5.9–5.14) were not available; this is a
+    reconstruction with a proven union bound.
+    """
+
+    forget = True
+
+    def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, beta: float = 0.5,
+                 block_fraction: float = 1 / 32) -> None:
+        super().__init__(mu, epsilon, delta, beta=beta, eta=1.0, block_fraction=block_fraction)
+
+    def _challenger_cost(self, m_lead, m, n_lead, n):
+        gap = np.maximum(m_lead - m, 0.0)
+        inv = 1.0 / n_lead + 1.0 / n
+        cost = gap**2 / (0.5 * inv)
+        return cost, gap**2 / 0.5 / (inv**2 * n**2)
+
+    def _should_stop(self, est, rows, lead):
+        m = est.means()[rows]
+        nt = est.phase_counts[rows].astype(float)
+        k = est.phases[rows].astype(float)
+        dk = self.delta / (self.mu.size * (np.pi**2 / 6) * k**2)
+        width = np.sqrt(np.log(4 / dk) / (2 * nt)) + np.log(2 / dk) / (self.epsilon * nt)
+        i = np.arange(len(rows))
+        lcb = m[i, lead] - width[i, lead]
+        ucb = m + width
+        ucb[i, lead] = -np.inf
+        return lcb > ucb.max(axis=1)
+
+
+class AdaPTTStar(AdaPTT):
+    """AdaP-TT⋆: AdaP-TT with the privacy-adapted transport cost C*_ε in the challenger.
+
+    Same estimator and stopping rule as :class:`AdaPTT`; the TCI challenger uses the
+    d_ε transport cost (which adapts to the privacy regime) instead of the Gaussian one.
+    """
+
+    _challenger_cost = _TopTwo._challenger_cost
