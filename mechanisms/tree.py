@@ -246,7 +246,8 @@ class BinaryTreeMechanism:
     the symmetrised matrix noise, in the module docstring).
 
     Memory O(L·d²): only the partial sums along the current binary counter (one
-    exact and one noisy node per level). Work per append O(L·d²).
+    exact and one noisy node per level). Work per append O(L·d²), plus an O(d³)
+    eigenvalue check with ``psd=True``.
 
     Parameters
     ----------
