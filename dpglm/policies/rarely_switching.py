@@ -521,6 +521,7 @@ class RSGLinUCB(RarelySwitchingBandit):
         params: RarelySwitchingParameters | None = None,
     ) -> None:
         family = get_family(family)
+        preset_name = preset if params is None else "custom"
         if params is None:
             params = rs_glinucb_parameters(family, d, horizon, S, delta=delta, preset=preset)
         super().__init__(
@@ -532,3 +533,4 @@ class RSGLinUCB(RarelySwitchingBandit):
             estimator_o=MLEEstimator(family, params.fit_lam),
             estimator_tau=MLEEstimator(family, params.fit_lam),
         )
+        self.preset = preset_name
