@@ -85,7 +85,8 @@ _TAIL = 1e-20
 #: Log-mass below which a count outcome is moved to the PLD's infinity mass
 #: (pessimistic: counted as if it revealed everything).
 _LOG_MASS_TRUNCATION = math.log(1e-30)
-#: Discretization of privacy-loss values in the PLD (rounded up: pessimistic).
+#: Discretization of privacy-loss values in the PLD (rounded up: pessimistic), for
+#: eps <= 1; at a larger target eps it is scaled by eps (see ``_pld_interval``).
 _PLD_INTERVAL = 1e-4
 #: Bisection tolerance on epsilon; the upper end of the final bracket is returned.
 _EPS_TOL = 1e-7
@@ -373,7 +374,17 @@ def paper_noise_bits(n: int, epsilon: float, delta: float, dimension: int, level
     return 24e4 * g**2 * math.log(4.0 * dimension**2 / delta) ** 2 / (epsilon**2 * n)
 
 
-def _shift_pair_rounded_pmf(trials: int, shift: int) -> tuple[dict[int, float], float]:
+def _pld_interval(epsilon: float) -> float:
+    """PLD bin width for a delta evaluated at ``epsilon``: ``1e-4 * max(1, epsilon)``.
+
+    Pessimistic rounding moves each coordinate's loss up by less than one bin, so
+    the certified delta(eps) lies between the exact delta(eps) and the exact
+    delta(eps - coordinates * bin): a relative slack of ``coordinates * 1e-4`` in eps.
+    """
+    return _PLD_INTERVAL * max(1.0, epsilon)
+
+
+def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[dict[int, float], float]:
     """Rounded (pessimistic) PLD pmf of the pair (Bin(trials,1/2) + shift, Bin(trials,1/2)).
 
     Loss at count c: ``ln C(N, c - s) - ln C(N, c)``, weighted by the upper law
@@ -395,7 +406,7 @@ def _shift_pair_rounded_pmf(trials: int, shift: int) -> tuple[dict[int, float], 
     )
     mass = np.exp(log_upper[keep])
     infinity_mass = max(0.0, 1.0 - float(mass.sum()))
-    rounded = np.ceil(loss / _PLD_INTERVAL - 1e-9).astype(np.int64)
+    rounded = np.ceil(loss / interval).astype(np.int64)
     keys, inverse = np.unique(rounded, return_inverse=True)
     sums = np.bincount(inverse, weights=mass)
     return dict(zip(keys.tolist(), sums.tolist())), infinity_mass
@@ -410,7 +421,9 @@ def _check_vector_args(n: int, noise_bits: int, levels: int, coordinates: int) -
     )
 
 
-def vector_sum_pld(n: int, noise_bits: int, levels: int, coordinates: int = 1) -> pld_lib.PrivacyLossDistribution:
+def vector_sum_pld(
+    n: int, noise_bits: int, levels: int, coordinates: int = 1, *, interval: float = _PLD_INTERVAL
+) -> pld_lib.PrivacyLossDistribution:
     """Pessimistic PLD dominating the shuffled vector summation (module docstring: derivation).
 
     The ``coordinates``-fold self-composition of the symmetric pair
@@ -426,19 +439,26 @@ def vector_sum_pld(n: int, noise_bits: int, levels: int, coordinates: int = 1) -
         Rounding resolution g (a value in [-L, L] becomes a level in {0, ..., 2g}), >= 1.
     coordinates : int
         Number of coordinates released (d for a vector, d(d+1)/2 for a symmetric matrix), >= 1.
+    interval : float
+        Width of the (pessimistic) privacy-loss bins, > 0.
     """
     n, noise_bits, levels, coordinates = _check_vector_args(n, noise_bits, levels, coordinates)
-    rounded, infinity_mass = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels)
+    interval = _check_real("interval", interval, 0.0, 1.0, low_open=True, high_open=False)
+    rounded, infinity_mass = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels, interval)
     pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-        rounded, infinity_mass, _PLD_INTERVAL, pessimistic_estimate=True
+        rounded, infinity_mass, interval, pessimistic_estimate=True
     )
     return pld if coordinates == 1 else pld.self_compose(coordinates)
 
 
 def vector_sum_delta(n: int, noise_bits: int, levels: int, epsilon: float, coordinates: int = 1) -> float:
-    """Certified delta(eps) of the shuffled vector summation (pessimistic PLD, dp-accounting)."""
+    """Certified delta(eps) of the shuffled vector summation (pessimistic PLD, dp-accounting).
+
+    Bins of width ``1e-4 * max(1, epsilon)`` (``_pld_interval``).
+    """
     epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
-    return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_delta_for_epsilon(epsilon))
+    pld = vector_sum_pld(n, noise_bits, levels, coordinates, interval=_pld_interval(epsilon))
+    return float(pld.get_delta_for_epsilon(epsilon))
 
 
 def vector_sum_epsilon(n: int, noise_bits: int, levels: int, delta: float, coordinates: int = 1) -> float:
