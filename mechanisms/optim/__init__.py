@@ -1,0 +1,9 @@
+"""Private convex optimisers for GLM losses: projected DP-SGD and its constraint sets.
+
+``ShufflePGD`` (the shuffle-model P_GD) lives in ``mechanisms.optim.shuffle_pgd``.
+"""
+
+from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
+from mechanisms.optim.projection import BallProjection, EllipsoidProjection
+
+__all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection"]

@@ -1,0 +1,316 @@
+"""DPSGD: charge before noise, replace-one accounting, noise law, clipping, projection, convergence.
+
+Independent sources: closed-form Gaussian zCDP composition, dp-accounting's RDP
+accountant (GaussianDpEvent with noise multiplier σ/Δ, Δ = 2C for replace-one),
+opacus's own RDP analysis, hand-computed clipped gradients, scipy MLEs.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import GaussianDpEvent, SelfComposedDpEvent, ZCDpEvent
+from dp_accounting.rdp import RdpAccountant
+from opacus import GradSampleModule
+from opacus.accountants.analysis.rdp import compute_rdp
+from opacus.optimizers import DPOptimizer
+from scipy import stats
+from scipy.optimize import minimize
+from scipy.special import expit, log_ndtr
+
+from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection
+from mechanisms.optim.dpsgd import ENGINES, chain_step_hook
+
+
+def _account(rho: float = 1e30):
+    return Ledger(ZCDP(rho)).split({"optimizer": 1}, currency={"optimizer": "zcdp"})["optimizer"]
+
+
+def _logistic_data(rng: np.random.Generator, n: int, dim: int, norm: float = 2.0):
+    X = rng.normal(size=(n, dim))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    theta_star = rng.normal(size=dim)
+    theta_star *= norm / np.linalg.norm(theta_star)
+    y = (rng.random(n) < expit(X @ theta_star)).astype(float)
+    return X, y
+
+
+def _zero_loss(z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return 0.0 * z
+
+
+def test_refused_charge_draws_nothing_and_spends_nothing(rng):
+    account = _account(0.1)
+    X, y = _logistic_data(rng, 50, 3)
+    generator = np.random.default_rng(7)
+    state = generator.bit_generator.state
+    optimizer = DPSGD(account, "logistic", generator, clip=1.0)
+    with pytest.raises(BudgetExceeded):
+        optimizer.fit(X, y, cost=ZCDP(0.2), steps=5, lr=1.0, projection=BallProjection(3.0))
+    assert generator.bit_generator.state == state
+    assert account.spent.rho == 0
+    with pytest.raises(BudgetExceeded):  # a noise multiplier too small for the budget: 2·5/1² = 10 > 0.1
+        optimizer.fit(X, y, noise_multiplier=1.0, steps=5, lr=1.0, projection=BallProjection(3.0))
+    assert generator.bit_generator.state == state
+    assert account.spent.rho == 0
+
+
+def test_charge_matches_gaussian_composition_under_replace_one(rng):
+    """z = σ/C, 12 steps in blocks of 25 of n = 100 (4 blocks) = 3 epochs: ρ = 3·(2C)²/(2σ²) = 6/z²."""
+    account = _account()
+    X, y = _logistic_data(rng, 100, 3)
+    clip, z = 0.7, 3.0
+    release = DPSGD(account, "logistic", rng, clip=clip).fit(
+        X, y, noise_multiplier=z, steps=12, batch_size=25, lr=0.5, projection=BallProjection(3.0)
+    )
+    exact = 3 * Fraction(2 * clip) ** 2 / (2 * Fraction(z * clip) ** 2)
+    charged = release.receipt.cost.rho
+    assert charged == account.spent.rho
+    assert exact <= charged <= exact * (1 + Fraction(1, 10**14))
+    assert float(charged) == pytest.approx(6 / z**2, rel=1e-14)
+
+    # dp-accounting: a Gaussian of sensitivity Δ = 2C (replace-one) and std σ has noise
+    # multiplier σ/Δ = z/2; three epochs compose. Same ε as the zCDP curve we charged.
+    delta = 1e-6
+    gaussian = RdpAccountant().compose(SelfComposedDpEvent(GaussianDpEvent(z / 2), 3))
+    zcdp = RdpAccountant().compose(ZCDpEvent(float(charged)))
+    assert gaussian.get_epsilon(delta) == pytest.approx(zcdp.get_epsilon(delta), rel=1e-9)
+    # opacus's RDP analysis with q = 1 (no subsampling) is linear in α with slope ρ.
+    orders = [1.5, 2.0, 8.0, 64.0, 1024.0]
+    rdp = np.asarray(compute_rdp(q=1.0, noise_multiplier=z / 2, steps=3, orders=orders))
+    np.testing.assert_allclose(rdp / np.asarray(orders), float(charged), rtol=1e-12)
+
+
+def test_cost_is_spent_exactly_with_noise_rounded_up(rng):
+    account = _account(1.0)
+    X, y = _logistic_data(rng, 40, 2)
+    optimizer = DPSGD(account, "logistic", rng, clip=0.3)
+    plan = optimizer.plan(40, steps=7, cost=ZCDP(0.3))
+    assert plan.epochs == 7 and plan.n_batches == 1
+    # 7 full-batch epochs: ρ = 7·(2C)²/(2σ²) ≤ 0.3 exactly, σ the closed form up to rounding.
+    assert 7 * Fraction(2 * 0.3) ** 2 / (2 * Fraction(plan.sigma) ** 2) <= Fraction(3, 10)
+    assert plan.sigma == pytest.approx(np.sqrt(7 * (2 * 0.3) ** 2 / (2 * 0.3)), rel=1e-14)
+    assert plan.sigma == plan.noise_multiplier * 0.3
+    optimizer.fit(X, y, cost=ZCDP(0.3), steps=7, lr=1.0, projection=BallProjection(3.0))
+    assert account.spent.rho == Fraction(3, 10)
+    with pytest.raises(BudgetExceeded):
+        optimizer.fit(X, y, cost=ZCDP(Fraction(7, 10) + Fraction(1, 10**9)), steps=7, lr=1.0,
+                      projection=BallProjection(3.0))
+
+
+@pytest.mark.parametrize(
+    "n, steps, batch_size, n_batches, epochs",
+    [(100, 5, 25, 4, 2), (101, 5, 25, 5, 1), (101, 6, 25, 5, 2), (30, 7, None, 1, 7), (30, 7, 1, 30, 1)],
+)
+def test_plan_charges_every_started_epoch(rng, n, steps, batch_size, n_batches, epochs):
+    """k = ⌈n/b⌉ blocks per epoch; a partial epoch is charged whole: ρ = E·(2C)²/(2(zC)²) = 2E/z²."""
+    plan = DPSGD(_account(), "logistic", rng, clip=2.0).plan(n, steps=steps, noise_multiplier=4.0, batch_size=batch_size)
+    assert (plan.n_batches, plan.epochs) == (n_batches, epochs)
+    assert plan.cost.rho == Fraction(2 * epochs, 16)  # exact: 2E/z² with z = 4 has a short decimal
+
+
+def test_each_epoch_partitions_the_rows(rng):
+    """Parallel composition within an epoch needs every row in exactly one block per epoch."""
+    optimizer = DPSGD(_account(), "logistic", rng, clip=1.0)
+    plan = optimizer.plan(23, steps=11, noise_multiplier=1.0, batch_size=5)  # 5 blocks, 3 epochs (last partial)
+    blocks = list(optimizer._blocks(23, plan))
+    assert len(blocks) == 11 and sorted(len(b) for b in blocks[:5]) == [4, 4, 5, 5, 5]
+    for epoch in (blocks[0:5], blocks[5:10]):
+        np.testing.assert_array_equal(np.sort(np.concatenate(epoch)), np.arange(23))
+    assert not np.array_equal(np.concatenate(blocks[0:5]), np.concatenate(blocks[5:10]))  # fresh partition
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("batch_size, block", [(None, 10), (5, 5)])
+def test_noise_std_of_privatised_gradient_matches_theory(batch_size, block, engine):
+    """Zero data gradient: one step from 0 with lr = 1 gives θ = −N(0, (zC)² I)/|B|."""
+    generator = np.random.default_rng(11)
+    optimizer = DPSGD(_account(), _zero_loss, generator, clip=0.5, engine=engine)
+    X, y = np.ones((10, 200)), np.zeros(10)
+    samples = np.concatenate([
+        optimizer.fit(X, y, noise_multiplier=2.0, steps=1, batch_size=batch_size, lr=1.0,
+                      projection=BallProjection(1e9)).value
+        for _ in range(25)
+    ])
+    expected_std = 2.0 * 0.5 / block
+    assert samples.std() == pytest.approx(expected_std, rel=0.04)  # 5000 draws: s.e. 1%
+    assert abs(samples.mean()) < 4 * expected_std / np.sqrt(samples.size)
+    assert stats.kstest(samples / expected_std, "norm").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_per_sample_gradients_are_clipped_then_averaged(engine):
+    """Logistic gradient at θ = 0 is (½ − y)x: (1.5, 2) has norm 2.5 → clipped to (0.6, 0.8); (0, −0.25) is kept."""
+    X = np.array([[3.0, 4.0], [0.0, 0.5]])
+    y = np.array([0.0, 1.0])
+    release = DPSGD(_account(), "logistic", np.random.default_rng(0), clip=1.0, engine=engine).fit(
+        X, y, noise_multiplier=1e-12, steps=1, lr=1.0, projection=BallProjection(10.0)
+    )
+    expected = -np.array([0.6 + 0.0, 0.8 - 0.25]) / 2
+    np.testing.assert_allclose(release.value, expected, atol=1e-6)  # opacus clips to C·‖g‖/(‖g‖ + 1e-6)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ridge_term_is_added_after_the_noise(engine):
+    """Zero data loss: one step is θ₁ = θ₀ − lr·(λ/n)θ₀."""
+    X, y = np.ones((8, 3)), np.zeros(8)
+    theta0 = np.array([1.0, -2.0, 0.5])
+    release = DPSGD(_account(), _zero_loss, np.random.default_rng(0), clip=1.0, engine=engine).fit(
+        X, y, noise_multiplier=1e-12, steps=1, lr=0.5, projection=BallProjection(10.0), theta0=theta0, lam=4.0
+    )
+    np.testing.assert_allclose(release.value, theta0 * (1 - 0.5 * 4.0 / 8), atol=1e-10)
+
+
+def test_same_seed_same_theta_and_release_is_read_only(rng):
+    X, y = _logistic_data(rng, 120, 4)
+    kwargs = dict(cost=ZCDP(0.5), steps=9, batch_size=40, lr=2.0, projection=BallProjection(2.0))
+    first = DPSGD(_account(), "probit", np.random.default_rng(3), clip=1.0).fit(X, y, **kwargs)
+    second = DPSGD(_account(), "probit", np.random.default_rng(3), clip=1.0).fit(X, y, **kwargs)
+    third = DPSGD(_account(), "probit", np.random.default_rng(4), clip=1.0).fit(X, y, **kwargs)
+    np.testing.assert_array_equal(first.value, second.value)
+    assert not np.array_equal(first.value, third.value)
+    assert not first.value.flags.writeable
+
+
+@pytest.mark.parametrize("loss", ["logistic", "probit"])
+def test_vectorised_engine_reproduces_opacus_step_for_step(rng, loss):
+    """Same seed: the same partitions and noise draws, so the same θ up to rounding."""
+    X, y = _logistic_data(rng, 90, 4, norm=3.0)
+    X[:5] *= 4.0  # rows whose gradients get clipped
+    projection = EllipsoidProjection(np.full(4, 0.1), np.diag([1.0, 2.0, 3.0, 4.0]), 1.5)
+    kwargs = dict(cost=ZCDP(2.0), steps=10, batch_size=20, lr=3.0, lam=5.0, projection=projection)
+    thetas = [
+        DPSGD(_account(), loss, np.random.default_rng(5), clip=0.8, engine=engine).fit(X, y, **kwargs).value
+        for engine in ENGINES
+    ]
+    np.testing.assert_allclose(thetas[0], thetas[1], rtol=0, atol=1e-10)
+    assert projection.contains(thetas[0]) and not np.allclose(thetas[0], projection.center)
+
+
+class _RecordingEllipsoid(EllipsoidProjection):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outputs = []
+
+    def __call__(self, theta):
+        projected = super().__call__(theta)
+        self.outputs.append(projected)
+        return projected
+
+
+def test_every_iterate_is_projected_and_feasible(rng):
+    X, y = _logistic_data(rng, 200, 3)
+    V = np.array([[4.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 9.0]])
+    projection = _RecordingEllipsoid(np.array([0.2, -0.1, 0.0]), V, 0.3)
+    DPSGD(_account(), "logistic", rng, clip=1.0).fit(
+        X, y, cost=ZCDP(0.05), steps=15, batch_size=70, lr=50.0, projection=projection
+    )
+    assert len(projection.outputs) == 15
+    assert all(projection.contains(theta, rtol=1e-12) for theta in projection.outputs)
+    assert max(projection.distance(theta) for theta in projection.outputs) == pytest.approx(0.3, rel=1e-9)
+
+
+def test_huge_budget_converges_to_the_logistic_mle(rng):
+    X, y = _logistic_data(rng, 500, 4)
+
+    def grad(theta):
+        return X.T @ (expit(X @ theta) - y) / len(y)
+
+    def hess(theta):
+        w = expit(X @ theta) * (1 - expit(X @ theta))
+        return (X * w[:, None]).T @ X / len(y)
+
+    mle = np.zeros(4)
+    for _ in range(30):  # Newton's method on the (strictly convex) mean NLL
+        mle = mle - np.linalg.solve(hess(mle), grad(mle))
+    assert np.linalg.norm(grad(mle)) < 1e-12
+    lr = 1.0 / (0.25 * np.linalg.eigvalsh(X.T @ X / len(y))[-1])
+    release = DPSGD(_account(), "logistic", rng, clip=1.0).fit(
+        X, y, cost=ZCDP(1e12), steps=400, lr=lr, projection=BallProjection(10.0)
+    )
+    np.testing.assert_allclose(release.value, mle, atol=1e-4)
+
+
+def test_huge_budget_converges_to_the_constrained_probit_optimum(rng):
+    """A binding ellipsoid: compare with SLSQP on the same constrained, ridge-regularised probit loss."""
+    X, y = _logistic_data(rng, 300, 3, norm=3.0)
+    center, V, radius, lam = np.zeros(3), np.diag([1.0, 4.0, 2.0]), 0.6, 3.0
+
+    def objective(theta):
+        z = X @ theta
+        return (-np.sum(y * log_ndtr(z) + (1 - y) * log_ndtr(-z)) + lam / 2 * theta @ theta) / len(y)
+
+    constraint = {"type": "ineq", "fun": lambda t: radius**2 - (t - center) @ V @ (t - center)}
+    reference = minimize(objective, center, constraints=[constraint], method="SLSQP",
+                         options={"ftol": 1e-14, "maxiter": 500}).x
+    assert np.sqrt(reference @ V @ reference) == pytest.approx(radius, rel=1e-6)  # the constraint binds
+    release = DPSGD(_account(), "probit", rng, clip=10.0).fit(
+        X, y, cost=ZCDP(1e12), steps=400, lr=2.0, lam=lam,
+        projection=EllipsoidProjection(center, V, radius),
+    )
+    np.testing.assert_allclose(release.value, reference, atol=2e-4)
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+def test_chain_step_hook_keeps_the_previous_hook():
+    linear = torch.nn.Linear(2, 1, bias=False, dtype=torch.float64)
+    module = GradSampleModule(linear, loss_reduction="sum")
+    optimizer = DPOptimizer(torch.optim.SGD(module.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=1.0, expected_batch_size=3)
+    calls = []
+    optimizer.attach_step_hook(lambda opt: calls.append("accountant"))
+    chain_step_hook(optimizer, lambda opt: calls.append("ours"))
+    module(torch.ones(3, 2, dtype=torch.float64)).sum().backward()
+    optimizer.step()
+    assert calls == ["accountant", "ours"]
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        ({"y": np.full(20, 2.0)}, ValueError, "y must lie in"),
+        ({"y": np.zeros(19)}, ValueError, "y must have shape"),
+        ({"X": np.full((20, 2), np.nan)}, ValueError, "finite"),
+        ({"cost": None}, ValueError, "exactly one"),
+        ({"noise_multiplier": 1.0}, ValueError, "exactly one"),
+        ({"cost": ApproxDP(1, 1e-6)}, TypeError, "cost"),
+        ({"cost": ZCDP(0.1, 1e-6)}, ValueError, "delta=0"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"batch_size": 21}, ValueError, "batch_size"),
+        ({"steps": 0}, ValueError, "steps"),
+        ({"lr": -1.0}, ValueError, "lr"),
+        ({"lam": -1.0}, ValueError, "lam"),
+        ({"theta0": np.array([5.0, 0.0])}, ValueError, "theta0"),
+        ({"projection": "ball"}, TypeError, "projection"),
+    ],
+)
+def test_bad_input_raises_and_charges_nothing(rng, change, error, match):
+    account = _account(1.0)
+    optimizer = DPSGD(account, "logistic", rng, clip=1.0)
+    kwargs = dict(X=np.zeros((20, 2)), y=np.zeros(20), cost=ZCDP(0.1), steps=3, lr=1.0,
+                  projection=BallProjection(1.0))
+    kwargs.update(change)
+    X, y = kwargs.pop("X"), kwargs.pop("y")
+    with pytest.raises(error, match=match):
+        optimizer.fit(X, y, **kwargs)
+    assert account.spent.rho == 0
+
+
+def test_constructor_rejects_bad_arguments(rng):
+    approx = Ledger(ApproxDP(1, 1e-6)).split({"optimizer": 1})["optimizer"]
+    with pytest.raises(TypeError, match="zcdp"):
+        DPSGD(approx, "logistic", rng, clip=1.0)
+    with pytest.raises(ValueError, match="replace_one"):
+        DPSGD(_account(), "logistic", rng, clip=1.0, relation="add_remove")
+    with pytest.raises(ValueError, match="loss"):
+        DPSGD(_account(), "poisson", rng, clip=1.0)
+    with pytest.raises(ValueError, match="per-sample"):
+        DPSGD(_account(), lambda z, y: z.sum(), rng, clip=1.0)
+    with pytest.raises(ValueError, match="clip"):
+        DPSGD(_account(), "logistic", rng, clip=0.0)
+    with pytest.raises(TypeError, match="rng"):
+        DPSGD(_account(), "logistic", 3, clip=1.0)
+    with pytest.raises(ValueError, match="engine"):
+        DPSGD(_account(), "logistic", rng, clip=1.0, engine="jax")
