@@ -110,6 +110,26 @@ def _as_statistic(x: object) -> np.ndarray:
     return array
 
 
+def _checked_sum(contributions: object, sensitivity: float, relation: str, order: int) -> np.ndarray:
+    """Sum per-user rows after checking each row's L``order`` norm against the bound that certifies Δ.
+
+    A row of norm ≤ B changes the sum by ≤ Δ when its user is replaced (B = Δ/2,
+    triangle inequality) or removed (B = Δ).
+    """
+    rows = _as_statistic(contributions)
+    if rows.ndim < 1:
+        raise ValueError("contributions must have shape (n_users, ...), one row per user, got a scalar")
+    bound = sensitivity / 2.0 if relation == "replace_one" else sensitivity
+    norms = np.linalg.norm(rows.reshape(rows.shape[0], -1), ord=order, axis=1)
+    worst = int(np.argmax(norms))
+    if norms[worst] > bound:
+        raise ValueError(
+            f"contributions[{worst}] has L{order} norm {float(norms[worst])!r} > {bound!r}, the bound certified by "
+            f"sensitivity={sensitivity!r} under relation={relation!r}"
+        )
+    return rows.sum(axis=0)
+
+
 def _to_release(noisy: np.ndarray, receipt: object) -> Release:
     return Release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
@@ -119,8 +139,9 @@ class GaussianMechanism:
 
     Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₂ over neighbouring D, D'
     under ``relation`` (``"replace_one"`` by default: one user's data replaced).
-    The mechanism cannot check this bound on a statistic it only sees for one
-    data set; the caller states it, and the charge records it. Cost per release:
+    ``release(x)`` cannot check this bound on a statistic it sees for one data
+    set only (the caller states it, the charge records it); ``release_sum(rows)``
+    checks every user's row against the bound that certifies it. Cost per release:
     ρ = Δ²/(2σ²) zCDP (Bun & Steinke 2016, Prop. 1.6).
 
     Parameters
@@ -202,12 +223,27 @@ class GaussianMechanism:
         noisy = statistic + self.rng.normal(0.0, self.sigma, size=statistic.shape)
         return _to_release(noisy, receipt)
 
+    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+        """Release the sum of per-user rows + N(0, σ² I), each row's L2 norm checked first.
+
+        Each row must have ‖row‖₂ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
+        which certifies the declared sensitivity of the sum; then as :meth:`release`.
+
+        Raises
+        ------
+        ValueError
+            If a row is too long (the message names its index); nothing is charged.
+        """
+        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 2),
+                            partition=partition, note=note)
+
 
 class LaplaceMechanism:
     """Release f(D) + Lap(b)^k for a statistic of L1 sensitivity Δ, charged in pure ε-DP first.
 
     Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₁ over neighbouring D, D'
-    under ``relation``; stated by the caller and recorded with the charge.
+    under ``relation``; stated by the caller and recorded with the charge
+    (``release_sum(rows)`` checks every user's row against it).
     Cost per release: ε = Δ/b (Dwork & Roth 2014, Thm 3.6). A pure-DP charge is
     accepted by pure accounts, and converted by the ledger for zCDP (ε²/2) and
     approximate-DP (ε, 0) accounts.
@@ -272,3 +308,17 @@ class LaplaceMechanism:
         )
         noisy = statistic + self.rng.laplace(0.0, self.scale, size=statistic.shape)
         return _to_release(noisy, receipt)
+
+    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+        """Release the sum of per-user rows + Laplace noise, each row's L1 norm checked first.
+
+        Each row must have ‖row‖₁ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
+        which certifies the declared L1 sensitivity of the sum; then as :meth:`release`.
+
+        Raises
+        ------
+        ValueError
+            If a row is too long (the message names its index); nothing is charged.
+        """
+        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 1),
+                            partition=partition, note=note)

@@ -198,3 +198,37 @@ def test_bad_statistic_is_refused_before_any_charge(x):
         mechanism.release(x)
     assert account.spent.rho == 0
     assert rng.bit_generator.state == state
+
+
+# ----- per-user sums with checked rows --------------------------------------------------------------
+
+
+def test_release_sum_checks_each_row_against_the_relation_bound():
+    rng = np.random.default_rng(0)
+    account = zcdp_account(10)
+    gaussian = GaussianMechanism(account, 2.0, rng, sigma=1.0)
+    rows = np.array([[0.6, 0.8], [0.0, 1.0], [-1.0, 0.0]])  # L2 norms 1 = Δ/2
+    value = np.asarray(gaussian.release_sum(rows).value)
+    assert value.shape == (2,)
+    spent = account.spent
+    state = rng.bit_generator.state
+    with pytest.raises(ValueError, match=r"contributions\[1\] has L2 norm"):
+        gaussian.release_sum(np.array([[0.1, 0.1], [0.9, 0.9]]))
+    assert account.spent == spent and rng.bit_generator.state == state
+    removal = GaussianMechanism(account, 2.0, rng, sigma=1.0, relation="add_remove")
+    removal.release_sum(np.array([[1.2, 1.6]]))  # norm 2 = Δ under add/remove
+    laplace = LaplaceMechanism(pure_account(5), 1.0, rng, scale=1.0)
+    assert isinstance(laplace.release_sum(np.array([0.5, -0.5, 0.25])).value, float)  # scalar rows, |row| ≤ Δ/2
+    with pytest.raises(ValueError, match=r"contributions\[0\] has L1 norm"):
+        laplace.release_sum(np.array([[0.3, 0.3]]))  # L1 0.6 > 0.5, although L2 0.42 < 0.5
+    with pytest.raises(ValueError, match="one row per user"):
+        laplace.release_sum(1.0)
+
+
+def test_release_sum_mean_is_the_exact_sum(rng):
+    mechanism = GaussianMechanism(zcdp_account(5), 1.0, rng, sigma=0.5)
+    rows = rng.uniform(-0.35, 0.35, size=(50, 20_000))
+    rows /= np.maximum(1.0, np.linalg.norm(rows, axis=1, keepdims=True) / 0.5)
+    noise = np.asarray(mechanism.release_sum(rows).value) - rows.sum(axis=0)
+    assert abs(noise.mean()) < 5 * 0.5 / np.sqrt(rows.shape[1])
+    assert noise.std() == pytest.approx(0.5, rel=0.03)
