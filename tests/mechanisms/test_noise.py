@@ -6,6 +6,8 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting import rdp
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accounting import BudgetExceeded, Ledger, PureDP, ZCDP
 from mechanisms import GaussianMechanism, LaplaceMechanism, Release
@@ -30,6 +32,16 @@ def test_round_up_keeps_15_digits_and_never_rounds_down():
     assert round_up(Fraction(123456789, 10**30)) == Fraction(123456789, 10**30)
     with pytest.raises(ValueError, match="value must be > 0"):
         round_up(Fraction(0))
+
+
+@given(st.fractions(min_value=Fraction(1, 10**30), max_value=Fraction(10**30)))
+def test_round_up_property(value):
+    rounded = round_up(value)
+    assert value <= rounded < value * (1 + Fraction(1, 10**14))
+    digits = rounded
+    while digits.denominator != 1:
+        digits *= 10
+    assert len(str(digits.numerator).rstrip("0")) <= 15
 
 
 def test_gaussian_from_sigma_charges_delta_sq_over_two_sigma_sq():
