@@ -182,3 +182,196 @@ def test_bad_inputs_are_rejected():
         RarelySwitchingParameters(**{**base, "floor_v": 2 * base["lam"]})
     with pytest.raises(ValueError, match="centre"):
         RarelySwitchingParameters(**{**base, "centre": "mean"})
+
+
+# -- the joint-DP Algorithm 2 -------------------------------------------------------------
+from dpglm.policies.joint_dp import (  # noqa: E402
+    JointDPGLMBandit,
+    joint_dp_parameters,
+    tree_noise_bound,
+)
+
+
+def _probit_nll_grad(z, y):
+    """d/dz of −y log Φ(z) − (1 − y) log Φ(−z) (the probit likelihood DP-SGD minimises)."""
+    phi = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return -y * phi / special.ndtr(z) + (1 - y) * phi / special.ndtr(-z)
+
+
+def _project(p, centre, radius, metric):
+    diff = p - centre
+    if (diff @ diff if metric is None else diff @ metric @ diff) <= radius**2:
+        return p
+    if metric is None:
+        return centre + diff * radius / math.sqrt(diff @ diff)
+    cons = {"type": "ineq", "fun": lambda th: radius**2 - (th - centre) @ metric @ (th - centre)}
+    res = optimize.minimize(lambda th: (th - p) @ (th - p), centre.copy(), method="SLSQP",
+                            constraints=[cons], options={"ftol": 1e-16, "maxiter": 500})
+    return res.x
+
+
+def _noiseless_gd(X, y, theta0, centre, radius, metric, *, steps, lr, clip, lam):
+    """Full-batch projected DP-SGD with its noise set to zero, written from its definition."""
+    n = len(y)
+    theta = _project(theta0, centre, radius, metric)
+    for _ in range(steps):
+        g = _probit_nll_grad(X @ theta, y)[:, None] * X
+        norms = np.linalg.norm(g, axis=1, keepdims=True)
+        g = g * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+        theta = _project(theta - lr * (g.mean(axis=0) + lam / n * theta), centre, radius, metric)
+    return theta
+
+
+def reference_algorithm_two(env, params, *, steps, lr, clip, max_refits_o, max_refits_tau):
+    """Paper Alg. 2 computed directly and without privacy: exact V and H, noiseless refits,
+    each estimate frozen after its planned number of refits (the budget's cutoff)."""
+    d = env.d
+    V = params.lam * np.eye(d)
+    H = params.lam_h * np.eye(d)
+    H_tau = H.copy()
+    theta_o, theta_tau = np.zeros(d), np.zeros(d)
+    X_o, y_o, X_h, y_h, choices = [], [], [], [], []
+    fit = dict(steps=steps, lr=lr, clip=clip, lam=params.fit_lam)
+    refits_tau = 0
+    env.reset()
+    for t in range(env.horizon):
+        arms = env.contexts(t)
+        V_inv = np.linalg.inv(V)
+        norms = [float(x @ V_inv @ x) for x in arms]
+        if max(norms) >= params.exploration_threshold:
+            a = int(np.argmax(norms))
+            r = env.pull(t, a)
+            X_o.append(arms[a])
+            y_o.append(r)
+            V = V + np.outer(arms[a], arms[a])
+            if len(X_o) <= max_refits_o:
+                theta_o = _noiseless_gd(np.array(X_o), np.array(y_o), theta_o, np.zeros(d), params.radius, None,
+                                        **fit)
+        else:
+            if max(np.linalg.eigvals(np.linalg.solve(H_tau, H)).real) > params.switch_factor:
+                H_tau = H.copy()
+                refits_tau += bool(X_h)
+                if X_h and refits_tau <= max_refits_tau:
+                    theta_tau = _noiseless_gd(np.array(X_h), np.array(y_h), theta_tau, theta_o,
+                                              params.elimination_width, V, **fit)
+            H_tau_inv = np.linalg.inv(H_tau)
+            w = params.elimination_width
+            lcb = max(x @ theta_o - w * math.sqrt(x @ V_inv @ x) for x in arms)
+            centre = theta_tau if params.centre == "tau" else (theta_o + theta_tau) / 2
+            best, a = -np.inf, -1
+            for k, x in enumerate(arms):
+                if x @ theta_o + w * math.sqrt(x @ V_inv @ x) >= lcb:
+                    u = x @ centre + params.beta * math.sqrt(x @ H_tau_inv @ x)
+                    if u > best:
+                        best, a = u, k
+            r = env.pull(t, a)
+            X_h.append(arms[a])
+            y_h.append(r)
+            H = H + PROBIT.dmu(np.array([arms[a] @ theta_o]))[0] / math.e * np.outer(arms[a], arms[a])
+        choices.append(a)
+    return choices
+
+
+def test_huge_budget_private_policy_makes_the_direct_rule_choices():
+    T, S = 700, 3.0
+    env = StochasticContextEnv("probit", 3, 8, S, T, np.random.default_rng(21))
+    policy = JointDPGLMBandit("probit", 3, T, S, 1e9, 0.02, np.random.default_rng(22), preset="calibrated",
+                              steps=20, lr=5.0, clip=1.0)
+    assert policy.exploration_possible
+    choices, _ = _play(policy, env)
+    counts = policy.diagnostics()
+    assert counts["criterion_I"] > 10 and counts["refits_o"] > 10 and counts["refits_tau"] >= 1
+    expected = reference_algorithm_two(env, policy.params, steps=20, lr=5.0, clip=1.0,
+                                       max_refits_o=policy.estimator_o.planned_refits,
+                                       max_refits_tau=policy.estimator_tau.planned_refits)
+    assert choices == expected
+
+
+def test_ledger_shows_three_thirds_and_total_within_budget():
+    T, S, eps, delta = 400, 3.0, 4.0, 0.02
+    for preset, threshold in (("calibrated", None), ("paper-simulation", 1e-3)):
+        params = None
+        if threshold is not None:  # force Criterion I to be possible: V-tree and switching third used
+            base = joint_dp_parameters("probit", 3, T, S, eps, delta, preset=preset)
+            params = RarelySwitchingParameters(**{**base.as_dict(), "exploration_threshold": threshold})
+        env = StochasticContextEnv("probit", 3, 10, S, T, np.random.default_rng(1))
+        policy = JointDPGLMBandit("probit", 3, T, S, eps, delta, np.random.default_rng(2), preset=preset,
+                                  params=params)
+        _play(policy, env)
+        report = policy.ledger.report()
+        for account in ("tree", "switching", "optimizer"):
+            assert f"\n  {account} " in report
+        budgets = {a.path: a.budget for a in policy.ledger.accounts() if a.path in ("tree", "switching", "optimizer")}
+        assert float(budgets["switching"].eps) == pytest.approx(eps / 3)
+        guarantee = policy.ledger.guarantee()
+        assert float(guarantee.eps) <= eps and float(guarantee.delta) <= delta
+        tree = policy.ledger.account("tree")
+        assert tree.remaining.rho == 0  # both trees charged to ONE zCDP account, all of it
+        if threshold is not None:
+            assert policy.exploration_possible
+            assert policy.ledger.account("switching").remaining.eps == 0  # Lemma 6.1 charged
+            assert "Lemma 6.1" in policy.ledger.to_json()
+        else:
+            assert not policy.exploration_possible
+
+
+def test_refused_refits_freeze_the_estimate():
+    T, S = 1500, 2.0
+    env = StochasticContextEnv("probit", 3, 10, S, T, np.random.default_rng(4))
+    policy = JointDPGLMBandit("probit", 3, T, S, 4.0, 0.02, np.random.default_rng(5), preset="calibrated",
+                              refits_tau=1)
+    env.reset()
+    frozen = None
+    for t in range(T):
+        policy.observe(env.pull(t, policy.choose(env.contexts(t))))
+        if policy.counts["refits_tau"] == 1 and frozen is None:
+            frozen = policy.theta_tau.copy()
+    counts = policy.diagnostics()
+    assert counts["refits_tau"] == 1 and counts["refused_tau"] >= 1
+    np.testing.assert_array_equal(policy.theta_tau, frozen)
+    account = policy.ledger.account("optimizer/theta_tau")
+    assert account.remaining.rho == 0
+
+
+def test_decisions_use_released_matrices_only():
+    T = 50
+    env = StochasticContextEnv("probit", 3, 5, 2.0, T, np.random.default_rng(7))
+    policy = JointDPGLMBandit("probit", 3, T, 2.0, 4.0, 0.02, np.random.default_rng(8), preset="calibrated")
+    _play(policy, env)
+    release = policy.design_h.release
+    assert release is not None and not release.value.flags.writeable
+    np.testing.assert_array_equal(policy.design_h.matrix, policy.params.lam_h * np.eye(3) + release.value)
+    # The released sum is noisy: it differs from the exact weighted Gram matrix.
+    assert policy.design_h.tree.t == T and policy.design_h.tree.sigma > 0
+
+
+def test_paper_simulation_lambda_is_the_authors_value():
+    # REFERENCES.md: λ = 232.8 / 165.6 / 131.9 at ε = 4 / 6 / 8 (probit, d = 3, T = 5000, δ = 0.02).
+    for eps, lam in ((4, 232.8), (6, 165.6), (8, 131.9)):
+        params = joint_dp_parameters("probit", 3, 5000, 2.0, eps, 0.02, preset="paper-simulation")
+        assert params.lam == pytest.approx(lam, abs=0.05)
+        assert params.switch_factor == pytest.approx(1 + 5 / (8 * math.sqrt(3)) + 0.05)
+
+
+def test_tree_noise_bound_covers_the_noise(rng):
+    # Monte Carlo: L symmetrised node noises summed; the bound at T/ζ = 200 must exceed the
+    # empirical (1 − 1/200) quantile of the operator norm.
+    sigma, depth, d = 1.3, 9, 3
+    nodes = rng.normal(0.0, sigma, size=(20000, depth, d, d))
+    noise = ((nodes + np.swapaxes(nodes, -1, -2)) / 2).sum(axis=1)
+    op = np.abs(np.linalg.eigvalsh(noise)).max(axis=1)
+    bound = tree_noise_bound(sigma, depth, d, 200, 1.0)
+    assert np.quantile(op, 1 - 1 / 200) < bound
+
+
+def test_private_bad_inputs():
+    with pytest.raises(ValueError, match="preset"):
+        JointDPGLMBandit("probit", 3, 100, 2.0, 4.0, 0.02, np.random.default_rng(0), preset="fast")
+    with pytest.raises(ValueError, match="epsilon"):
+        joint_dp_parameters("probit", 3, 100, 2.0, 0.0, 0.02)
+    with pytest.raises(ValueError, match="delta"):
+        joint_dp_parameters("probit", 3, 100, 2.0, 4.0, 1.5)
+    with pytest.raises(TypeError, match="rng"):
+        JointDPGLMBandit("probit", 3, 100, 2.0, 4.0, 0.02, 0)
+    with pytest.raises(ValueError, match="tree_noise"):
+        joint_dp_parameters("probit", 3, 100, 2.0, 4.0, 0.02, preset="calibrated")
