@@ -4,6 +4,6 @@
 """
 
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
-from mechanisms.optim.projection import BallProjection, EllipsoidProjection
+from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 
-__all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection"]
+__all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "MetricProjection"]

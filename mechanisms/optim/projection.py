@@ -6,8 +6,11 @@ Algorithm 2 of the paper constrains its optimiser to the ball
 details"; Alg. 2). Projected (DP-)SGD maps every iterate back onto the set with
 the Euclidean projection Π(y) = argmin_{x ∈ Θ} ‖x − y‖₂, computed here exactly:
 in closed form for the ball, by a monotone Newton iteration on the Lagrange
-multiplier for the ellipsoid. Projections touch only public quantities (the
-set and the already-privatised iterate), so they are post-processing.
+multiplier for the ellipsoid. ``MetricProjection`` projects in the norm
+‖·‖_{M⁻¹} of a public preconditioner M instead (the projection that keeps
+preconditioned projected gradient descent a projected gradient method).
+Projections touch only public quantities (the set, M and the already-privatised
+iterate), so they are post-processing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 
 import numpy as np
 
-__all__ = ["BallProjection", "EllipsoidProjection"]
+__all__ = ["BallProjection", "EllipsoidProjection", "MetricProjection"]
 
 
 def _as_vector(theta: np.ndarray, dim: int | None, name: str = "theta") -> np.ndarray:
@@ -37,6 +40,24 @@ def _positive_radius(radius: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"radius must be finite and > 0, got {radius!r}")
     return value
+
+
+def _spd(matrix: np.ndarray, dim: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a symmetric positive definite (dim, dim) matrix; return it and its eigendecomposition."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    if matrix.shape != (dim, dim):
+        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {matrix.shape}")
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError(f"{name} must be finite")
+    scale = max(float(np.max(np.abs(matrix))), np.finfo(float).tiny)
+    if not np.allclose(matrix, matrix.T, rtol=0.0, atol=1e-10 * scale):
+        raise ValueError(f"{name} must be symmetric")
+    matrix = 0.5 * (matrix + matrix.T)
+    eigenvalues, eigenvectors = np.linalg.eigh(matrix)
+    if eigenvalues[0] <= 0:
+        raise ValueError(f"{name} must be positive definite, its smallest eigenvalue is {eigenvalues[0]:.3e}")
+    return matrix, eigenvalues, eigenvectors
+
 
 
 class BallProjection:
@@ -133,20 +154,7 @@ class EllipsoidProjection:
     def __init__(self, center: np.ndarray, V: np.ndarray, radius: float) -> None:
         center = _as_vector(center, None, "center").copy()
         dim = center.shape[0]
-        V = np.asarray(V, dtype=np.float64)
-        if V.shape != (dim, dim):
-            raise ValueError(f"V must have shape ({dim}, {dim}) to match center, got {V.shape}")
-        if not np.all(np.isfinite(V)):
-            raise ValueError("V must be finite")
-        scale = max(float(np.max(np.abs(V))), np.finfo(float).tiny)
-        if not np.allclose(V, V.T, rtol=0.0, atol=1e-10 * scale):
-            raise ValueError("V must be symmetric")
-        V = 0.5 * (V + V.T)
-        eigenvalues, eigenvectors = np.linalg.eigh(V)
-        if eigenvalues[0] <= 0:
-            raise ValueError(
-                f"V must be positive definite, its smallest eigenvalue is {eigenvalues[0]:.3e}"
-            )
+        V, eigenvalues, eigenvectors = _spd(V, dim, "V")
         self.radius = _positive_radius(radius)
         center.setflags(write=False)
         V.setflags(write=False)
@@ -228,3 +236,66 @@ class EllipsoidProjection:
 
     def __repr__(self) -> str:
         return f"EllipsoidProjection(dim={self.dim}, radius={self.radius!r})"
+
+
+class MetricProjection:
+    """Projection onto a ball or ellipsoid in the norm of a public preconditioner M:
+
+        Π_M(y) = argmin_{x ∈ Θ} (x − y)ᵀ M⁻¹ (x − y).
+
+    Preconditioned projected gradient descent θ ← Π_M(θ − ηM∇F(θ)) is plain
+    projected gradient descent in the coordinates u = M^{-1/2}θ, so it keeps its
+    convergence to the constrained optimum when the projection is taken in this
+    metric (a Euclidean projection after a preconditioned step need not). In
+    those coordinates Θ = {‖x − c‖_A ≤ r} (A = I for a ball, V for an ellipsoid)
+    becomes the ellipsoid {‖u − u_c‖_{M^{1/2} A M^{1/2}} ≤ r}, projected exactly
+    by :class:`EllipsoidProjection` (its eigendecomposition cached here).
+
+    Parameters
+    ----------
+    projection : BallProjection or EllipsoidProjection
+        The constraint set Θ.
+    M : array_like of shape (d, d)
+        Symmetric positive definite preconditioner.
+    """
+
+    def __init__(self, projection: BallProjection | EllipsoidProjection, M: np.ndarray) -> None:
+        if not isinstance(projection, (BallProjection, EllipsoidProjection)):
+            raise TypeError(
+                f"projection must be a BallProjection or EllipsoidProjection, got {type(projection).__name__}"
+            )
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != 2:
+            raise ValueError(f"M must be a (d, d) matrix, got shape {M.shape}")
+        dim = projection.dim if projection.dim is not None else M.shape[0]
+        M, eigenvalues, eigenvectors = _spd(M, dim, "M")
+        self.set = projection
+        self.M = M
+        self.center = projection.center_for(dim)
+        self._root = (eigenvectors * np.sqrt(eigenvalues)) @ eigenvectors.T
+        self._inverse_root = (eigenvectors / np.sqrt(eigenvalues)) @ eigenvectors.T
+        metric = M if isinstance(projection, BallProjection) else self._root @ projection.V @ self._root
+        self._inner = EllipsoidProjection(np.zeros(dim), 0.5 * (metric + metric.T), projection.radius)
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return int(self.center.shape[0])
+
+    def contains(self, theta: np.ndarray, *, rtol: float = 1e-9) -> bool:
+        """Whether θ lies in Θ (the set does not depend on the metric)."""
+        return self.set.contains(theta, rtol=rtol)
+
+    def __call__(self, theta: np.ndarray) -> np.ndarray:
+        """Π_M(θ) = c + M^{1/2} Π_E(M^{-1/2}(θ − c)), radially rescaled onto Θ against rounding."""
+        theta = _as_vector(theta, self.dim)
+        if self.set.contains(theta, rtol=0.0):
+            return theta.copy()
+        offset = self._root @ self._inner(self._inverse_root @ (theta - self.center))
+        distance = self.set.distance(self.center + offset)
+        if distance > self.set.radius:
+            offset *= self.set.radius / distance
+        return self.center + offset
+
+    def __repr__(self) -> str:
+        return f"MetricProjection({self.set!r}, dim={self.dim})"

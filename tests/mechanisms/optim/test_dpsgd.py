@@ -174,13 +174,17 @@ def test_same_seed_same_theta_and_release_is_read_only(rng):
     assert not first.value.flags.writeable
 
 
-@pytest.mark.parametrize("loss", ["logistic", "probit"])
-def test_vectorised_engine_reproduces_opacus_step_for_step(rng, loss):
+@pytest.mark.parametrize("loss, preconditioner", [
+    ("logistic", None), ("probit", None), ("logistic", np.array([[2.0, 0.5, 0, 0], [0.5, 1.0, 0, 0],
+                                                                  [0, 0, 3.0, 0], [0, 0, 0, 0.5]])),
+])
+def test_vectorised_engine_reproduces_opacus_step_for_step(rng, loss, preconditioner):
     """Same seed: the same partitions and noise draws, so the same θ up to rounding."""
     X, y = _logistic_data(rng, 90, 4, norm=3.0)
     X[:5] *= 4.0  # rows whose gradients get clipped
     projection = EllipsoidProjection(np.full(4, 0.1), np.diag([1.0, 2.0, 3.0, 4.0]), 1.5)
-    kwargs = dict(cost=ZCDP(2.0), steps=10, batch_size=20, lr=3.0, lam=5.0, projection=projection)
+    kwargs = dict(cost=ZCDP(2.0), steps=10, batch_size=20, lr=3.0, lam=5.0, projection=projection,
+                  preconditioner=preconditioner)
     thetas = [
         DPSGD(_account(), loss, np.random.default_rng(5), clip=0.8, engine=engine).fit(X, y, **kwargs).value
         for engine in ENGINES
@@ -251,6 +255,17 @@ def test_huge_budget_converges_to_the_constrained_probit_optimum(rng):
         projection=EllipsoidProjection(center, V, radius),
     )
     np.testing.assert_allclose(release.value, reference, atol=2e-4)
+    # A preconditioner (here the inverse Hessian at 0, by finite differences of the objective's
+    # gradient) with its M⁻¹-metric projection reaches the same constrained optimum in 40 steps.
+    def gradient(theta, h=1e-6):
+        return np.array([(objective(theta + h * e) - objective(theta - h * e)) / (2 * h) for e in np.eye(3)])
+
+    hessian = np.array([(gradient(1e-4 * e) - gradient(-1e-4 * e)) / 2e-4 for e in np.eye(3)])
+    preconditioned = DPSGD(_account(), "probit", rng, clip=10.0).fit(
+        X, y, cost=ZCDP(1e12), steps=40, lr=1.0, lam=lam, projection=EllipsoidProjection(center, V, radius),
+        preconditioner=np.linalg.inv(0.5 * (hessian + hessian.T)),
+    )
+    np.testing.assert_allclose(preconditioned.value, reference, atol=2e-4)
 
 
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -284,6 +299,8 @@ def test_chain_step_hook_keeps_the_previous_hook():
         ({"lam": -1.0}, ValueError, "lam"),
         ({"theta0": np.array([5.0, 0.0])}, ValueError, "theta0"),
         ({"projection": "ball"}, TypeError, "projection"),
+        ({"preconditioner": -np.eye(2)}, ValueError, "positive definite"),
+        ({"preconditioner": np.eye(3)}, ValueError, "shape"),
     ],
 )
 def test_bad_input_raises_and_charges_nothing(rng, change, error, match):

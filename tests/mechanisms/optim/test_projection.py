@@ -4,21 +4,24 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from mechanisms.optim.projection import BallProjection, EllipsoidProjection
+from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 
 
-def _reference_projection(y: np.ndarray, center: np.ndarray, V: np.ndarray, radius: float) -> np.ndarray:
-    """Slow reference: SLSQP on min ‖x − y‖² s.t. (x − c)ᵀV(x − c) ≤ r², tight tolerance."""
+def _reference_projection(
+    y: np.ndarray, center: np.ndarray, V: np.ndarray, radius: float, metric: np.ndarray | None = None
+) -> np.ndarray:
+    """Slow reference: SLSQP on min ‖x − y‖²_W s.t. (x − c)ᵀV(x − c) ≤ r² (W = I unless given)."""
+    W = np.eye(len(y)) if metric is None else metric
     constraint = {
         "type": "ineq",
         "fun": lambda x: radius**2 - (x - center) @ V @ (x - center),
         "jac": lambda x: -2.0 * V @ (x - center),
     }
-    scale = float((y - center) @ (y - center))  # objective of order 1 keeps SLSQP's line search sane
+    scale = float((y - center) @ W @ (y - center))  # objective of order 1 keeps SLSQP's line search sane
     result = minimize(
-        lambda x: float((x - y) @ (x - y)) / scale,
+        lambda x: float((x - y) @ W @ (x - y)) / scale,
         x0=center.copy(),
-        jac=lambda x: 2.0 * (x - y) / scale,
+        jac=lambda x: 2.0 * W @ (x - y) / scale,
         constraints=[constraint],
         method="SLSQP",
         options={"ftol": 1e-10, "maxiter": 1000},
@@ -98,6 +101,38 @@ def test_ball_projection_matches_scipy_reference(rng):
     origin_ball = BallProjection(1.0)
     np.testing.assert_allclose(origin_ball(np.array([3.0, 4.0])), [0.6, 0.8], rtol=1e-15)
     np.testing.assert_array_equal(origin_ball(np.array([0.3, 0.4])), [0.3, 0.4])
+
+
+def test_metric_projection_matches_scipy_reference(rng):
+    """argmin over Θ of (x − y)ᵀM⁻¹(x − y), for an ellipsoid and a ball."""
+    M = _ill_conditioned_spd(rng, 3, 50.0)
+    V = _ill_conditioned_spd(rng, 3, 20.0)
+    center = rng.normal(size=3)
+    sets = [(EllipsoidProjection(center, V, 0.7), V, 0.7), (BallProjection(1.2, center), np.eye(3), 1.2)]
+    for projection, matrix, radius in sets:
+        metric = MetricProjection(projection, M)
+        for _ in range(5):
+            y = center + rng.normal(size=3) * 4.0
+            expected = _reference_projection(y, center, matrix, radius, metric=np.linalg.inv(M))
+            x = metric(y)
+            np.testing.assert_allclose(x, expected, atol=1e-6)
+            assert projection.contains(x, rtol=1e-12)
+            assert not np.allclose(x, projection(y), atol=1e-3)  # a different point than the Euclidean one
+        inside = center + 1e-3
+        np.testing.assert_array_equal(metric(inside), inside)
+    np.testing.assert_allclose(MetricProjection(sets[0][0], np.eye(3))(center + 5.0), sets[0][0](center + 5.0),
+                               atol=1e-12)
+
+
+def test_metric_projection_rejects_bad_input():
+    with pytest.raises(ValueError, match="positive definite"):
+        MetricProjection(BallProjection(1.0), -np.eye(2))
+    with pytest.raises(ValueError, match="shape"):
+        MetricProjection(EllipsoidProjection(np.zeros(3), np.eye(3), 1.0), np.eye(2))
+    with pytest.raises(ValueError, match="matrix"):
+        MetricProjection(BallProjection(1.0), np.ones(2))
+    with pytest.raises(TypeError, match="projection"):
+        MetricProjection("ball", np.eye(2))
 
 
 @pytest.mark.parametrize(
