@@ -108,6 +108,12 @@ def _transport_cost(m1, m2, w1, w2, eps, *, return_argmin: bool = False):
     With ``return_argmin`` also the minimiser x* (m₁ when m₁ ≤ m₂), whose
     d⁺_ε(m₂, x*) is ∂C*/∂w₂ by the envelope theorem.
     """
+    if np.ndim(eps) == 0 and np.isinf(eps):  # non-private: x* is the weighted mean (kl branch)
+        m1, m2, w1, w2 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m1, m2, w1, w2)))
+        with np.errstate(invalid="ignore"):
+            x = np.where(m1 > m2, (w1 * m1 + w2 * m2) / (w1 + w2), m1)
+        cost = np.where(m1 > m2, w1 * _kl(m1, x) + w2 * _kl(m2, x), 0.0)
+        return (cost, x) if return_argmin else cost
     m1, m2, w1, w2, eps = np.broadcast_arrays(
         *(np.asarray(v, dtype=float) for v in (m1, m2, w1, w2, eps))
     )

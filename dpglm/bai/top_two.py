@@ -23,6 +23,13 @@ sum per arm — exactly equal in distribution to pulling one by one. The
 challenger split inside a block is thus an approximation of the per-step TCI
 argmin (exact as ``block_fraction`` → 0 up to the N_B drift inside a block);
 correctness (δ) and privacy (ε) do not depend on the sampling rule at all.
+
+``forced_exploration=True`` adds the forced exploration of Garivier & Kaufmann
+(2016) (an arm with N_a < √t − K/2 is pulled first). It is off by default (not
+part of DP-TT as described); it exists because TCI explores an arm whose private
+estimate is badly low only at a logarithmic rate while its estimate refreshes
+only when its count doubles, which gives DP-TT a heavy right tail on instances
+with tied sub-optimal arms (μ1).
 """
 
 from __future__ import annotations
@@ -190,8 +197,10 @@ class _TopTwo:
         eta: float = 1.0,
         threshold: str = "provable",
         block_fraction: float = 1 / 32,
+        forced_exploration: bool = False,
     ) -> None:
         self.mu = _check_mu(mu)
+        self.forced_exploration = bool(forced_exploration)
         self.epsilon = float(epsilon)
         if not self.epsilon > 0:
             raise ValueError(f"epsilon must be in (0, inf], got {epsilon!r}")
@@ -263,28 +272,46 @@ class _TopTwo:
             budget = np.maximum(budget, 1)
             lead_pulls = lambda tt: tracking_pulls(tt, nb0, lb0, self.beta)  # noqa: E731
             chall_steps_k = lambda tt: tt - tracking_pulls(tt, nb0[:, None], lb0[:, None], self.beta)  # noqa: E731
-            length = np.minimum(_first_t(remaining[i, B], lead_pulls, budget), budget)
-            jr = (remaining - 1).astype(float)
-            jr[i, B] = 0.0
-            rank = _merged_ranks(v, s, jr).astype(np.int64)  # challenger step of each arm's refresh
-            ta = _first_t(rank, chall_steps_k, np.broadcast_to(budget[:, None], rank.shape).copy())
-            ta[i, B] = budget
-            length = np.minimum(length, ta.min(axis=1))
-            pulls_b = lead_pulls(length)
-            m_ch = (length - pulls_b)[:, None]
-            # arm a's challenger pulls: #{j : rank(a, j) ≤ m_ch}, binary search on j ∈ [0, m_ch]
-            lo = np.zeros((rows.size, K), dtype=np.int64)
-            hi_j = np.broadcast_to(m_ch, lo.shape).copy()
-            hi_j[i, B] = 0
-            for _ in range(64):
-                if np.all(lo >= hi_j):
-                    break
-                mid = (lo + hi_j + 1) // 2
-                ok = _merged_ranks(v, s, (mid - 1).astype(float)) <= m_ch
-                lo = np.where(ok, mid, lo)
-                hi_j = np.where(ok, hi_j, mid - 1)
-            add = lo
+            if not est.private:  # every pull refreshes: one-step blocks, plain TCI argmin
+                length = np.ones(rows.size, dtype=np.int64)
+                pulls_b = lead_pulls(length)
+                add = np.zeros((rows.size, K), dtype=np.int64)
+                add[i, np.argmin(v, axis=1)] = 1 - pulls_b
+            else:
+                length = np.minimum(_first_t(remaining[i, B], lead_pulls, budget), budget)
+                jr = (remaining - 1).astype(float)
+                jr[i, B] = 0.0
+                rank = _merged_ranks(v, s, jr).astype(np.int64)  # challenger step of each arm's refresh
+                ta = _first_t(rank, chall_steps_k, np.broadcast_to(budget[:, None], rank.shape).copy())
+                ta[i, B] = budget
+                length = np.minimum(length, ta.min(axis=1))
+                pulls_b = lead_pulls(length)
+                m_ch = (length - pulls_b)[:, None]
+                # arm a's challenger pulls: #{j : rank(a, j) ≤ m_ch}, binary search on j ∈ [0, m_ch]
+                lo = np.zeros((rows.size, K), dtype=np.int64)
+                hi_j = np.broadcast_to(m_ch, lo.shape).copy()
+                hi_j[i, B] = 0
+                for _ in range(64):
+                    if np.all(lo >= hi_j):
+                        break
+                    mid = (lo + hi_j + 1) // 2
+                    ok = _merged_ranks(v, s, (mid - 1).astype(float)) <= m_ch
+                    lo = np.where(ok, mid, lo)
+                    hi_j = np.where(ok, hi_j, mid - 1)
+                add = lo
             add[i, B] += pulls_b
+            if self.forced_exploration:
+                # Garivier & Kaufmann (2016) forced exploration: while some arm has
+                # N_a < √t − K/2, pull the least pulled one (checked at block starts;
+                # its consecutive forced pulls are exactly the per-step rule's)
+                low = np.argmin(n, axis=1)
+                deficit = np.ceil(np.sqrt(t[rows]) - K / 2).astype(np.int64) - n[i, low]
+                forced = deficit > 0
+                f_len = np.minimum(np.minimum(deficit, remaining[i, low]), budget)
+                add = np.where(forced[:, None], 0, add)
+                add[i[forced], low[forced]] = f_len[forced]
+                pulls_b = np.where(forced, 0, pulls_b)
+                length = np.where(forced, f_len, length)
             if np.any(add.sum(axis=1) != length):
                 raise RuntimeError("block split does not add up; please report this bug")
             N[rows] += add
