@@ -57,11 +57,14 @@ it is conservative for l2-bounded inputs.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import special, stats
+
+from accounting import convert
 
 __all__ = [
     "bitsum_delta",
@@ -88,6 +91,8 @@ _LOG_MASS_TRUNCATION = math.log(1e-30)
 #: Discretization of privacy-loss values in the PLD (rounded up: pessimistic), for
 #: eps <= 1; at a larger target eps it is scaled by eps (see ``_pld_interval``).
 _PLD_INTERVAL = 1e-4
+#: Most privacy-loss bins per coordinate before the bin width is widened.
+_MAX_BINS = 100_000
 #: Bisection tolerance on epsilon; the upper end of the final bracket is returned.
 _EPS_TOL = 1e-7
 
@@ -264,12 +269,13 @@ def bitsum_epsilon(n: int, gamma: float, delta: float) -> float:
     return _bisect_epsilon(lambda e: _hockey_stick(p, q, e) + tail, delta, bitsum_local_epsilon(gamma))
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float = 1e-4) -> float:
     """Smallest randomization probability gamma for which the shuffled bit sum is (eps, delta)-DP.
 
     delta(eps) decreases in gamma (raising gamma post-processes each message by
     re-randomizing it), so gamma is bisected; the returned gamma meets the target
-    (upper end of a bracket of relative width ``rtol``).
+    (upper end of a bracket of relative width ``rtol``). Results are cached.
 
     Parameters
     ----------
@@ -384,8 +390,13 @@ def _pld_interval(epsilon: float) -> float:
     return _PLD_INTERVAL * max(1.0, epsilon)
 
 
-def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[dict[int, float], float]:
+def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[dict[int, float], float, float]:
     """Rounded (pessimistic) PLD pmf of the pair (Bin(trials,1/2) + shift, Bin(trials,1/2)).
+
+    Returns the pmf over bin indices, the infinity mass, and the bin width used:
+    ``interval``, widened to span the losses in at most ``_MAX_BINS`` bins (only
+    when the shift is many standard deviations, i.e. the noise is far too small;
+    wider bins stay pessimistic).
 
     Loss at count c: ``ln C(N, c - s) - ln C(N, c)``, weighted by the upper law
     ``Bin(N,1/2) + s``. Outcomes the lower law cannot produce (c > N), and
@@ -406,10 +417,11 @@ def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[d
     )
     mass = np.exp(log_upper[keep])
     infinity_mass = max(0.0, 1.0 - float(mass.sum()))
+    interval = max(interval, float(loss.max() - loss.min()) / _MAX_BINS)
     rounded = np.ceil(loss / interval).astype(np.int64)
     keys, inverse = np.unique(rounded, return_inverse=True)
     sums = np.bincount(inverse, weights=mass)
-    return dict(zip(keys.tolist(), sums.tolist())), infinity_mass
+    return dict(zip(keys.tolist(), sums.tolist())), infinity_mass, interval
 
 
 def _check_vector_args(n: int, noise_bits: int, levels: int, coordinates: int) -> tuple[int, int, int, int]:
@@ -440,11 +452,12 @@ def vector_sum_pld(
     coordinates : int
         Number of coordinates released (d for a vector, d(d+1)/2 for a symmetric matrix), >= 1.
     interval : float
-        Width of the (pessimistic) privacy-loss bins, > 0.
+        Width of the (pessimistic) privacy-loss bins, > 0 (widened if the losses
+        would need more than ``_MAX_BINS`` bins).
     """
     n, noise_bits, levels, coordinates = _check_vector_args(n, noise_bits, levels, coordinates)
     interval = _check_real("interval", interval, 0.0, 1.0, low_open=True, high_open=False)
-    rounded, infinity_mass = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels, interval)
+    rounded, infinity_mass, interval = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels, interval)
     pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         rounded, infinity_mass, interval, pessimistic_estimate=True
     )
@@ -467,13 +480,14 @@ def vector_sum_epsilon(n: int, noise_bits: int, levels: int, delta: float, coord
     return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_epsilon_for_delta(delta))
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coordinates: int = 1) -> int:
     """Smallest number of fair noise bits per user and coordinate meeting (eps, delta).
 
     delta(eps) decreases in the number of bits (more bits add independent noise:
-    post-processing), so an exponential then binary search over integers finds
+    post-processing), so a bracketing then binary search over integers finds
     the smallest ``b`` with :func:`vector_sum_delta` ``<= delta``, the
-    ``coordinates`` coordinates composed as in :func:`vector_sum_pld`.
+    ``coordinates`` coordinates composed as in :func:`vector_sum_pld`. Results are cached.
 
     Parameters
     ----------
@@ -497,15 +511,19 @@ def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coor
     def meets(bits: int) -> bool:
         return vector_sum_delta(n, bits, levels, epsilon, coordinates) <= delta
 
-    # Gaussian-analogue starting guess: sigma = 2g sqrt(m) sqrt(2 ln(1.25/delta)) / eps.
-    sigma = 2 * levels * math.sqrt(coordinates) * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
-    guess = max(1, int(4.0 * sigma**2 / n))
-    lo, hi = 0, guess
-    while not meets(hi):
-        lo, hi = hi, 2 * hi
-    lo = max(lo, hi // 4)
-    while lo > 0 and meets(lo):
-        hi, lo = lo, lo // 2
+    # Start at the analytic-Gaussian analogue (Balle & Wang 2018): the count noise
+    # Bin(nb, 1/2) has sd sqrt(nb)/2 and the m shifts of 2g have l2 norm 2g sqrt(m).
+    # It lands within a fraction of a percent of the answer, so the bracket is narrow.
+    sigma = convert.analytic_gaussian_sigma(epsilon, delta, 2 * levels * math.sqrt(coordinates))
+    guess = max(1, math.ceil(4.0 * sigma**2 / n))
+    if meets(guess):
+        hi, lo = guess, int(guess * 0.99)
+        while lo > 0 and meets(lo):
+            hi, lo = lo, int(lo * 0.95)
+    else:
+        lo, hi = guess, math.ceil(guess * 1.01) + 1
+        while not meets(hi):
+            lo, hi = hi, math.ceil(hi * 1.05) + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if meets(mid):

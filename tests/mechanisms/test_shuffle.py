@@ -219,7 +219,7 @@ def test_bad_input_raises_naming_the_argument():
     with pytest.raises(ValueError, match="relation"):
         ShuffleVectorSum(account, 4, (2,), 1.0, rng, epsilon=1.0, delta=1e-3, relation="add_remove")
     with pytest.raises(ValueError, match="noise_bits"):
-        ShuffleVectorSum(account, 100, (2,), 1.0, rng, epsilon=0.5, delta=1e-6, noise_bits=1)
+        ShuffleVectorSum(account, 100, (2,), 1.0, rng, epsilon=0.5, delta=1e-6, noise_bits=100)
     with pytest.raises(ValueError, match="gamma"):
         ShuffleBitSum(account, 100, rng, epsilon=0.5, delta=1e-6, gamma=0.01)
     with pytest.raises(ValueError, match="bits"):

@@ -1,0 +1,248 @@
+"""Shuffle-private projected gradient descent P_GD (Cheu, Joseph, Mao & Peng 2022; seed paper App. U).
+
+Every user takes part in every iteration. In iteration t each user clips its own
+per-sample gradient at the current iterate to l2 norm ``clip`` (L); the gradient sum
+goes through the shuffled vector summation (:func:`mechanisms.shuffle.run_vector_summation`)
+calibrated to ``(round_epsilon, round_delta)``; the server steps
+``theta <- Pi_{||theta|| <= S}(theta - eta * g_hat)`` with ``g_hat`` the estimated mean
+gradient, and outputs the average of the iterates at which gradients were taken.
+
+Step size. The seed paper prints ``eta = 2S/(LT)`` (Lemma under App. F) and
+``2S/(RST)`` (Sec. 5); neither gives a vanishing error bound. Projected subgradient
+descent on a convex ``G``-Lipschitz objective over a set of diameter ``D`` with the
+average iterate satisfies ``f(avg) - f* <= D^2/(2 eta T) + eta G^2/2`` (Bubeck 2015,
+Thm. 3.2), minimised at ``eta = D/(G sqrt T)``; with ``D = 2S`` and ``G = L`` (clipped
+gradients) this is ``eta = 2S/(L sqrt T)`` and the bound ``2SL/sqrt T``. That is the
+default; ``lr=`` overrides it.
+
+Privacy. Neighbours replace one user's sample. Each round's summation is
+``(round_epsilon, round_delta)``-DP for every iterate (its noise is calibrated by the
+exact shuffle accountant), so the pessimistic PLD built from those parameters
+(dp-accounting ``from_privacy_parameters``: the pair that dominates every
+(eps0, delta0)-DP mechanism) self-composed ``iterations`` times bounds the whole run,
+also under the adaptive choice of iterates. The run is charged once, before any
+randomness is drawn, as ``ApproxDP(eps_total, delta)`` with ``eps_total`` that PLD's
+epsilon at the requested total ``delta`` (rounded up to 1e-9). Not advanced composition.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+from dp_accounting.pld import common as dp_common
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from accounting import ApproxDP
+from mechanisms.optim.projection import BallProjection
+from mechanisms.release import Release, check_generator
+from mechanisms.shuffle import run_vector_summation
+from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
+
+__all__ = ["ShufflePGD", "composed_epsilon", "calibrate_round_epsilon"]
+
+GradientFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+#: PLD discretization used for the composition over rounds (pessimistic rounding).
+_PLD_INTERVAL = 1e-4
+#: Largest per-round epsilon accepted (e^eps must stay a finite float in the PLD).
+_MAX_ROUND_EPSILON = 100.0
+
+
+def _real(name: str, value: float, *, low: float, high: float = math.inf, high_open: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    x = float(value)
+    if not (math.isfinite(x) and x > low and (x < high if high_open else x <= high)):
+        raise ValueError(f"{name} must be in ({low}, {high}{')' if high_open else ']'}, got {value!r}")
+    return x
+
+
+def _positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return int(value)
+
+
+def composed_epsilon(round_epsilon: float, round_delta: float, iterations: int, delta: float) -> float:
+    """Epsilon at total ``delta`` of ``iterations`` adaptive rounds, each (round_epsilon, round_delta)-DP.
+
+    dp-accounting's pessimistic PLD ``from_privacy_parameters`` self-composed
+    ``iterations`` times. Raises ValueError if ``delta`` does not exceed the
+    composed infinity mass ``1 - (1 - round_delta)^iterations``.
+    """
+    round_epsilon = _real("round_epsilon", round_epsilon, low=0.0, high=_MAX_ROUND_EPSILON, high_open=False)
+    round_delta = _real("round_delta", round_delta, low=0.0, high=1.0)
+    iterations = _positive_int("iterations", iterations)
+    delta = _real("delta", delta, low=0.0, high=1.0)
+    if delta <= -math.expm1(iterations * math.log1p(-round_delta)):
+        raise ValueError(
+            f"delta must exceed 1 - (1 - round_delta)^iterations = {-math.expm1(iterations * math.log1p(-round_delta)):.3g}, got {delta!r}"
+        )
+    pld = pld_lib.from_privacy_parameters(
+        dp_common.DifferentialPrivacyParameters(round_epsilon, round_delta), value_discretization_interval=_PLD_INTERVAL
+    )
+    return float(pld.self_compose(iterations).get_epsilon_for_delta(delta))
+
+
+def calibrate_round_epsilon(
+    epsilon: float, delta: float, iterations: int, *, round_delta: float | None = None, tol: float = 1e-6
+) -> float:
+    """Largest per-round epsilon whose ``iterations``-fold composition meets (epsilon, delta).
+
+    ``round_delta`` defaults to ``delta / (2 * iterations)``; bisection on the
+    per-round epsilon, returning the lower end of the final bracket (so the
+    composition is within budget).
+    """
+    epsilon = _real("epsilon", epsilon, low=0.0)
+    delta = _real("delta", delta, low=0.0, high=1.0)
+    iterations = _positive_int("iterations", iterations)
+    round_delta = delta / (2.0 * iterations) if round_delta is None else _real("round_delta", round_delta, low=0.0, high=1.0)
+    lo, hi = 0.0, min(epsilon, _MAX_ROUND_EPSILON)
+    if composed_epsilon(hi, round_delta, iterations, delta) <= epsilon:
+        return hi
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if mid > 0 and composed_epsilon(mid, round_delta, iterations, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0.0:
+        raise ValueError("no per-round epsilon > 0 meets the target; raise epsilon or delta")
+    return lo
+
+
+class ShufflePGD:
+    """Shuffle-private projected gradient descent (P_GD) charged once per run.
+
+    paper: App. U (P_GD of Cheu et al. 2022); Sec. 5 (used by Algorithm 1 for theta_hat_k).
+
+    Parameters
+    ----------
+    account : accounting.Account
+        Account in the ``"approx"`` currency; charged ``ApproxDP(eps_total, delta)``
+        per :meth:`fit`, before any randomness is drawn.
+    per_sample_gradient : callable
+        ``per_sample_gradient(theta, X, y) -> (n, d)`` gradients of the per-sample
+        loss (include any regulariser in it, e.g. ``lambda/(2n) ||theta||^2``). They
+        are clipped here to l2 norm ``clip``: clipping is the documented mechanism.
+    rng : numpy.random.Generator
+        Source of all randomness.
+    clip : float
+        L > 0, the l2 clipping norm of each per-sample gradient.
+    radius : float
+        S > 0, the constraint set is the ball ``{||theta|| <= S}``.
+    relation : str
+        Only ``"replace_one"`` (one user's sample replaced).
+    """
+
+    def __init__(
+        self,
+        account,
+        per_sample_gradient: GradientFn,
+        rng: np.random.Generator,
+        *,
+        clip: float,
+        radius: float,
+        relation: str = "replace_one",
+    ) -> None:
+        if not callable(per_sample_gradient):
+            raise TypeError("per_sample_gradient must be callable: (theta, X, y) -> (n, d) array")
+        if relation != "replace_one":
+            raise ValueError(f"relation must be 'replace_one', got {relation!r}")
+        self.account = account
+        self.per_sample_gradient = per_sample_gradient
+        self.rng = check_generator(rng)
+        self.clip = _real("clip", clip, low=0.0)
+        self.radius = _real("radius", radius, low=0.0)
+        self.projection = BallProjection(self.radius)
+        self.relation = relation
+
+    def step_size(self, iterations: int) -> float:
+        """Default step ``eta = 2S / (L sqrt(T))`` (module docstring: derivation)."""
+        return 2.0 * self.radius / (self.clip * math.sqrt(_positive_int("iterations", iterations)))
+
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        iterations: int,
+        round_epsilon: float,
+        round_delta: float,
+        delta: float,
+        lr: float | None = None,
+        theta0: np.ndarray | None = None,
+        levels: int | None = None,
+        method: str = "counts",
+    ) -> Release:
+        """Run P_GD on ``(X, y)``; the average iterate as a :class:`~mechanisms.Release`.
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            Shape ``(n, d)``, finite; one sample per user, n >= 2.
+        y : numpy.ndarray
+            Shape ``(n,)``, finite.
+        iterations : int
+            T >= 1 rounds, every user in every round.
+        round_epsilon, round_delta : float
+            Privacy of one round's vector summation (eps0 > 0, delta0 in (0, 1)).
+        delta : float
+            Total delta of the run; the charged epsilon is computed at it.
+        lr : float, optional
+            Step size; default ``2S / (L sqrt(T))``.
+        theta0 : numpy.ndarray, optional
+            Start, inside the ball; default the origin.
+        levels : int, optional
+            Rounding resolution of the summation; default ``max(ceil(2 sqrt n), d, 4)``.
+        method : str
+            ``"counts"`` or ``"messages"`` (see :mod:`mechanisms.shuffle`).
+        """
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        if X.ndim != 2 or X.shape[0] < 2:
+            raise ValueError(f"X must have shape (n, d) with n >= 2, got {X.shape}")
+        n, d = X.shape
+        if y.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {y.shape}")
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+            raise ValueError("X and y must be finite (no NaN or infinity)")
+        iterations = _positive_int("iterations", iterations)
+        eta = self.step_size(iterations) if lr is None else _real("lr", lr, low=0.0)
+        theta = np.zeros(d) if theta0 is None else np.asarray(theta0, dtype=float).copy()
+        if theta.shape != (d,) or not np.all(np.isfinite(theta)):
+            raise ValueError(f"theta0 must be a finite vector of shape ({d},)")
+        if np.linalg.norm(theta) > self.radius * (1 + 1e-12):
+            raise ValueError(f"theta0 must lie in the ball of radius {self.radius}")
+        levels = default_levels(n, d) if levels is None else _positive_int("levels", levels)
+        if method not in ("counts", "messages"):
+            raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
+        total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
+        noise_bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
+        charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
+        receipt = self.account.charge(
+            ApproxDP(charged_eps, delta),
+            mechanism="ShufflePGD",
+            relation=self.relation,
+            note=(
+                f"P_GD: T={iterations} rounds at (eps0={round_epsilon}, delta0={round_delta}) composed by "
+                f"PLD; n={n}, d={d}, clip={self.clip}, radius={self.radius}, levels={levels}, noise_bits={noise_bits}"
+            ),
+        )
+        iterate_sum = np.zeros(d)
+        for _ in range(iterations):
+            iterate_sum += theta
+            grads = np.asarray(self.per_sample_gradient(theta, X, y), dtype=float)
+            if grads.shape != (n, d) or not np.all(np.isfinite(grads)):
+                raise ValueError(f"per_sample_gradient must return a finite array of shape ({n}, {d}), got {grads.shape}")
+            norms = np.linalg.norm(grads, axis=1, keepdims=True)
+            clipped = grads * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+            clipped = np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
+            g_hat = run_vector_summation(clipped, self.clip, levels, noise_bits, self.rng, method=method) / n
+            theta = self.projection(theta - eta * g_hat)
+        return Release(iterate_sum / iterations, receipt)
