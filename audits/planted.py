@@ -9,16 +9,20 @@ None of these is exported to the rest of the project.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for
+from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
 from mechanisms.tree import BinaryTreeMechanism
 
 __all__ = [
     "DepthUnscaledTree",
     "HalvedSensitivityGaussian",
     "HalvedSensitivityLaplace",
+    "AddRemoveNoiseDPSGD",
     "ReusedSampleGeometricMean",
     "identity_shuffler",
 ]
@@ -48,6 +52,19 @@ class DepthUnscaledTree(BinaryTreeMechanism):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.sigma = gaussian_sigma_for(self.cost.rho, self._elements.charged_sensitivity, 1)
+
+
+class AddRemoveNoiseDPSGD(DPSGD):
+    """Bug: noise for sensitivity C (add/remove) while replace-one moves a clipped sum by 2C.
+
+    The charge stays ρ = E·(2C)²/(2σ²) for the σ of the correct plan; the noise
+    drawn is half of it (the authors' code, REFERENCES.md).
+    """
+
+    def plan(self, n: int, **kwargs: object) -> DPSGDPlan:
+        correct = super().plan(n, **kwargs)
+        return dataclasses.replace(correct, noise_multiplier=correct.noise_multiplier / 2,
+                                   sigma=correct.sigma / 2)
 
 
 class ReusedSampleGeometricMean(GeometricBatchMean):
