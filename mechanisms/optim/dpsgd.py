@@ -148,6 +148,28 @@ class DPSGDPlan:
     cost: ZCDP
 
 
+def _check_per_sample(loss: PerSampleLoss) -> None:
+    """Reject a loss that is not per-sample: ℓ_i must depend on (z_i, y_i) only.
+
+    Per-sample clipping bounds the sensitivity only if changing row j leaves every
+    other row's gradient unchanged; a loss mixing rows (e.g. through a batch mean)
+    would void the privacy analysis. Probed on fixed public inputs.
+    """
+    z = torch.tensor([-1.5, -0.2, 0.4, 2.0], dtype=torch.float64)
+    y = torch.tensor([0.0, 1.0, 0.3, 1.0], dtype=torch.float64)
+    base = loss(z, y)
+    if not isinstance(base, torch.Tensor) or base.shape != (4,):
+        raise ValueError("loss must map (z, y) tensors of shape (b,) to per-sample losses of shape (b,)")
+    for j in range(4):
+        z_changed, y_changed = z.clone(), y.clone()
+        z_changed[j] += 0.7
+        y_changed[j] = 1.0 - y_changed[j]
+        others = [i for i in range(4) if i != j]
+        for changed in (loss(z_changed, y), loss(z, y_changed)):
+            if not torch.equal(changed[others], base[others]):
+                raise ValueError("loss must be per-sample: loss(z, y)[i] may depend on z[i] and y[i] only")
+
+
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -212,9 +234,7 @@ class DPSGD:
             self.loss_name: str | None = loss
             self.loss: PerSampleLoss = LOSSES[loss]
         elif callable(loss):
-            probe = loss(torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
-            if not isinstance(probe, torch.Tensor) or probe.shape != (3,):
-                raise ValueError("loss must map (z, y) tensors of shape (b,) to per-sample losses of shape (b,)")
+            _check_per_sample(loss)
             self.loss_name = None
             self.loss = loss
         else:

@@ -325,6 +325,9 @@ def test_constructor_rejects_bad_arguments(rng):
         DPSGD(_account(), "poisson", rng, clip=1.0)
     with pytest.raises(ValueError, match="per-sample"):
         DPSGD(_account(), lambda z, y: z.sum(), rng, clip=1.0)
+    with pytest.raises(ValueError, match="per-sample"):  # rows coupled through a batch mean
+        DPSGD(_account(), lambda z, y: (z - y.mean()) ** 2, rng, clip=1.0)
+    DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0)  # squared error is per-sample
     with pytest.raises(ValueError, match="clip"):
         DPSGD(_account(), "logistic", rng, clip=0.0)
     with pytest.raises(TypeError, match="rng"):
