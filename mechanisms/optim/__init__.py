@@ -1,9 +1,7 @@
-"""Private convex optimisers for GLM losses: projected DP-SGD and its constraint sets.
-
-``ShufflePGD`` (the shuffle-model P_GD) lives in ``mechanisms.optim.shuffle_pgd``.
-"""
+"""Private convex optimisers for GLM losses: projected DP-SGD, shuffle-private P_GD, and their constraint sets."""
 
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
+from mechanisms.optim.shuffle_pgd import ShufflePGD
 
-__all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "MetricProjection"]
+__all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "MetricProjection", "ShufflePGD"]
