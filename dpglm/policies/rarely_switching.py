@@ -320,6 +320,24 @@ class MLEEstimator:
         return constraint.project_metric(theta)
 
 
+def _log_det(matrix: np.ndarray) -> float:
+    """log det of a symmetric matrix (−inf unless positive); closed form for d ≤ 3 (speed)."""
+    d = matrix.shape[0]
+    if d <= 3:
+        m = matrix.tolist()
+        if d == 1:
+            det = m[0][0]
+        elif d == 2:
+            det = m[0][0] * m[1][1] - m[0][1] * m[1][0]
+        else:
+            det = (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+                   - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                   + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+        return math.log(det) if det > 0 else -math.inf
+    sign, logdet = np.linalg.slogdet(matrix)
+    return float(logdet) if sign > 0 else -math.inf
+
+
 def _inverse_and_floor(matrix: np.ndarray, floor: float) -> np.ndarray:
     """Inverse of a symmetric matrix after flooring its eigenvalues at ``floor``.
 
@@ -375,6 +393,7 @@ class RarelySwitchingBandit(Policy):
         self._v_version = -1
         self._v_inv = np.eye(d) / params.lam
         self._set_tau(design_h.matrix)
+        self._h_checked = design_h.version
         self._pending: tuple[np.ndarray, bool] | None = None
         self.t = 0
         self.counts = {
@@ -407,8 +426,7 @@ class RarelySwitchingBandit(Policy):
         if self.params.switch_rule == "loewner":
             w = self._h_tau_whiten
             return bool(np.linalg.eigvalsh(w @ h_t @ w.T)[-1] > c)
-        sign, logdet = np.linalg.slogdet(h_t)
-        return bool(sign > 0 and logdet > math.log(c) + self._h_tau_logdet)
+        return _log_det(h_t) > math.log(c) + self._h_tau_logdet
 
     # -- the protocol -----------------------------------------------------------------
     def choose(self, arms: np.ndarray) -> int:
@@ -418,24 +436,30 @@ class RarelySwitchingBandit(Policy):
             raise ValueError("observe(reward) must be called before the next choose(arms)")
         p = self.params
         v_inv = self._current_v_inv()
-        v_norm_sq = np.einsum("kd,de,ke->k", arms, v_inv, arms)
-        best = int(np.argmax(v_norm_sq))
+        v_norm_sq = (arms @ v_inv * arms).sum(axis=1)  # ‖x‖²_{V⁻¹} for every arm
+        best = int(v_norm_sq.argmax())
         if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
             self.counts["criterion_I"] += 1
             self._pending = (arms[best].copy(), True)
             return best
-        h_t = self.design_h.matrix
-        if self._criterion_two(h_t):  # Criterion II (line 11)
-            self.counts["criterion_II"] += 1
-            self._set_tau(h_t)
-            self._refit_tau(v_inv)
-        width = p.elimination_width * np.sqrt(np.maximum(v_norm_sq, 0.0))
-        centre_o = arms @ self.theta_o
-        keep = centre_o + width >= np.max(centre_o - width)  # elimination (line 13)
+        # H changes only when a leaf entered it: an unchanged H cannot newly satisfy line 11.
+        if self.design_h.version != self._h_checked:
+            self._h_checked = self.design_h.version
+            h_t = self.design_h.matrix
+            if self._criterion_two(h_t):  # Criterion II (line 11)
+                self.counts["criterion_II"] += 1
+                self._set_tau(h_t)
+                self._refit_tau(v_inv)
         theta = self.theta_tau if p.centre == "tau" else 0.5 * (self.theta_o + self.theta_tau)
-        h_norm = np.sqrt(np.maximum(np.einsum("kd,de,ke->k", arms, self._h_tau_inv, arms), 0.0))
-        ucb = np.where(keep, arms @ theta + p.beta * h_norm, -np.inf)
-        index = int(np.argmax(ucb))  # line 14
+        h_norm_sq = (arms @ self._h_tau_inv * arms).sum(axis=1)
+        ucb = arms @ theta + p.beta * np.sqrt(np.maximum(h_norm_sq, 0.0))
+        if self.counts["refits_o"]:
+            # Elimination (line 13). With θ̂_o = 0 (never refitted) it keeps every arm:
+            # UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o = −min w‖x‖.
+            width = p.elimination_width * np.sqrt(np.maximum(v_norm_sq, 0.0))
+            centre_o = arms @ self.theta_o
+            ucb[centre_o + width < (centre_o - width).max()] = -np.inf
+        index = int(ucb.argmax())  # line 14
         self._pending = (arms[index].copy(), False)
         return index
 
@@ -450,15 +474,15 @@ class RarelySwitchingBandit(Policy):
         if explored:
             self._x_o.append(x)
             self._y_o.append(r)
-            self.design_v.append(np.outer(x, x))
+            self.design_v.append(x[:, None] * x)
             self.design_h.append(None)
             self._refit_o()
         else:
             self._x_h.append(x)
             self._y_h.append(r)
-            weight = float(self.family.dmu(np.array([x @ self.theta_o]))[0]) / math.e
+            weight = float(self.family.dmu(x @ self.theta_o)) / math.e
             self.design_v.append(None)
-            self.design_h.append(weight * np.outer(x, x))
+            self.design_h.append(weight * (x[:, None] * x))
 
     def _refit_o(self) -> None:
         """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7)."""

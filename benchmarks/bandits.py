@@ -1,0 +1,68 @@
+"""Seconds per T = 5000 run of every Table 2 algorithm, beside the paper's own code.
+
+    python benchmarks/bandits.py [--seeds 2] [--horizon 5000] [--S 2.5]
+
+One sweep cell per (algorithm, seed) on the paper's Table 2 instance (probit, d = 3,
+K = 20, δ = 0.02), run in-process one after another (no pool), so the CPU seconds are
+the policy's own. The paper's code, measured on these machines (REFERENCES.md / issue 4):
+Private-GLM 194–243 s, GLM-UCB 80–135 s, GLOC 8–12 s, RS-GLinUCB 3–12 s per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+# Run as a script, this folder is sys.path[0] and benchmarks/mechanisms.py would shadow
+# the ``mechanisms`` package.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+from dpglm.experiments.sweep import Instance, Sweep, run_cell  # noqa: E402
+
+PAPER_CODE_SECONDS = {  # per run, the paper's code on these machines (low, high)
+    "Private-GLM": (194.0, 243.0),
+    "GLM-UCB": (80.0, 135.0),
+    "GLOC": (8.0, 12.0),
+    "RS-GLinUCB": (3.0, 12.0),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--horizon", type=int, default=5000)
+    parser.add_argument("--S", type=float, default=2.5)
+    parser.add_argument("--algorithms", nargs="+",
+                        default=["Private-GLM:calibrated", "Private-GLM:paper-simulation", "RS-GLinUCB",
+                                 "GLOC", "GLM-UCB"])
+    args = parser.parse_args()
+    sweep = Sweep(algorithms=tuple(args.algorithms),
+                  instances=(Instance("probit", 3, 20, args.S, args.horizon),),
+                  epsilons=(4.0,), seeds=args.seeds, record_every=args.horizon)
+    run_cell(sweep.cells()[0])  # warm-up: imports (torch) and caches are not the policy's cost
+    per_label: dict[str, list[tuple[float, float, float]]] = {}
+    for cell in sweep.cells():
+        wall = time.perf_counter()
+        rows = run_cell(cell)
+        wall = time.perf_counter() - wall
+        per_label.setdefault(cell.label, []).append((rows[-1]["seconds"], wall, rows[-1]["regret"]))
+    print(f"probit d=3 K=20 T={args.horizon} S={args.S} δ=0.02, ε=4 for Private-GLM, {args.seeds} seeds")
+    head = f"{'algorithm':<30} {'cpu s/run':>9} {'wall s/run':>10} {'regret':>8} {'paper code s/run':>16} {'speed-up':>9}"
+    print(head)
+    print("-" * len(head))
+    for label, results in per_label.items():
+        cpu = sum(r[0] for r in results) / len(results)
+        wall = sum(r[1] for r in results) / len(results)
+        regret = sum(r[2] for r in results) / len(results)
+        paper = PAPER_CODE_SECONDS.get(label.split(":")[0])
+        paper_text = f"{paper[0]:.0f}–{paper[1]:.0f}" if paper else "-"
+        speed = f"{paper[0] / cpu:.0f}×" if paper else "-"
+        print(f"{label:<30} {cpu:>9.2f} {wall:>10.2f} {regret:>8.1f} {paper_text:>16} {speed:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
