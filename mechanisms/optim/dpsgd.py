@@ -387,8 +387,9 @@ class DPSGD:
     def _check_data(
         self, X: np.ndarray, y: np.ndarray, projection: Projection, theta0: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
+        # Private, contiguous, writeable copies (torch shares their memory; inputs may be read-only releases).
+        X = np.array(X, dtype=np.float64, order="C")
+        y = np.array(y, dtype=np.float64, order="C")
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
             raise ValueError(f"X must have shape (n, d) with n, d >= 1, got {X.shape}")
         if y.shape != (X.shape[0],):
