@@ -1,0 +1,154 @@
+"""Every audit the command line knows: the correct mechanisms and their planted-bug variants.
+
+Each entry builds an :class:`~audits.base.Audit` for a target ε, at full size
+(the table in the report; run counts from REFERENCES.md or more) or quick
+size (``dpglm audit all --quick``), and states the verdict a correct
+implementation must get: ``"consistent"`` for the real mechanisms,
+``"violated"`` for the planted bugs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from audits.base import Audit
+
+__all__ = ["AuditSpec", "CATALOGUE", "EPSILONS", "get_spec"]
+
+#: The ε grid of the audit table (issue 7).
+EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+DELTA = 1e-5
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """How to build and size one audit.
+
+    Attributes
+    ----------
+    name : str
+        Command-line name.
+    build : callable
+        ``build(epsilon, quick) -> Audit``.
+    runs, quick_runs : int
+        Main runs per neighbour at full and quick size.
+    expected : str
+        ``"consistent"`` (real mechanism) or ``"violated"`` (planted bug).
+    epsilons : tuple of float
+        ε values audited by default.
+    description : str
+        One line for ``--help`` and the summary.
+    """
+
+    name: str
+    build: Callable[[float, bool], Audit]
+    runs: int
+    quick_runs: int
+    expected: str
+    epsilons: tuple[float, ...]
+    description: str
+
+
+def _gaussian(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.noise import GaussianAudit  # noqa: PLC0415
+
+        return GaussianAudit(epsilon, DELTA, mechanism_class=mechanism_class, name=name)
+    return build
+
+
+def _laplace(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.noise import LaplaceAudit  # noqa: PLC0415
+
+        return LaplaceAudit(epsilon, mechanism_class=mechanism_class, name=name)
+    return build
+
+
+def _tree(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.tree import TreeAudit  # noqa: PLC0415
+
+        return TreeAudit(epsilon, DELTA, horizon=32 if quick else 128, mechanism_class=mechanism_class,
+                         name=name)
+    return build
+
+
+def _geometric(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.geometric import GeometricBatchAudit  # noqa: PLC0415
+
+        return GeometricBatchAudit(epsilon, samples=8 if quick else 16, mechanism_class=mechanism_class,
+                                   name=name)
+    return build
+
+
+def _shuffle(planted: bool, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.shuffle import ShuffleBitSumAudit  # noqa: PLC0415
+
+        shuffler = None
+        if planted:
+            from audits.planted import identity_shuffler as shuffler  # noqa: PLC0415
+        return ShuffleBitSumAudit(epsilon, DELTA, n_users=200 if quick else 1000, shuffler=shuffler, name=name)
+    return build
+
+
+def _dpsgd(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.dpsgd import DPSGDAudit  # noqa: PLC0415
+
+        return DPSGDAudit(epsilon, DELTA, steps=5 if quick else 10, mechanism_class=mechanism_class, name=name)
+    return build
+
+
+def _planted(attribute: str) -> type:
+    import audits.planted  # noqa: PLC0415
+
+    return getattr(audits.planted, attribute)
+
+
+def _with_planted(factory: Callable[[type | None, str], Callable[[float, bool], Audit]], attribute: str,
+                  name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        return factory(_planted(attribute), name)(epsilon, quick)
+    return build
+
+
+CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
+    AuditSpec("gaussian", _gaussian(None, "gaussian"), 100_000, 20_000, "consistent", EPSILONS,
+              "Gaussian mechanism, statistic 0 vs Δ, Gaussian-DP route"),
+    AuditSpec("laplace", _laplace(None, "laplace"), 100_000, 20_000, "consistent", EPSILONS,
+              "Laplace mechanism, statistic 0 vs Δ, Clopper–Pearson route"),
+    AuditSpec("tree", _tree(None, "tree"), 100_000, 20_000, "consistent", EPSILONS,
+              "binary tree, x₁ = ∓Δ/2, score Σⱼ y_{2^j}"),
+    AuditSpec("geometric", _geometric(None, "geometric"), 20_000, 3_000, "consistent", EPSILONS,
+              "geometric-batch Laplace mean, first reward changed, all releases observed"),
+    AuditSpec("shuffle", _shuffle(False, "shuffle"), 100_000, 20_000, "consistent", EPSILONS,
+              "shuffled bit sum, one bit flipped, count and position-0 statistics"),
+    AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, "consistent", EPSILONS,
+              "full-batch DP-SGD, Dirac gradient canary, last iterate"),
+    AuditSpec("gaussian-halved-sensitivity", _with_planted(_gaussian, "HalvedSensitivityGaussian",
+                                                           "gaussian-halved-sensitivity"),
+              20_000, 5_000, "violated", (1.0,), "planted: Gaussian noise for Δ/2"),
+    AuditSpec("laplace-halved-sensitivity", _with_planted(_laplace, "HalvedSensitivityLaplace",
+                                                          "laplace-halved-sensitivity"),
+              20_000, 5_000, "violated", (1.0,), "planted: Laplace noise for Δ/2"),
+    AuditSpec("tree-depth-unscaled", _with_planted(_tree, "DepthUnscaledTree", "tree-depth-unscaled"),
+              20_000, 2_000, "violated", (1.0,), "planted: tree node noise not scaled by √L"),
+    AuditSpec("geometric-reused-sample", _with_planted(_geometric, "ReusedSampleGeometricMean",
+                                                       "geometric-reused-sample"),
+              5_000, 1_000, "violated", (1.0,), "planted: batch rewards reused in later batches"),
+    AuditSpec("shuffle-unshuffled", _shuffle(True, "shuffle-unshuffled"), 20_000, 2_000, "violated", (1.0,),
+              "planted: a shuffler that does not shuffle"),
+    AuditSpec("dpsgd-add-remove-noise", _with_planted(_dpsgd, "AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
+              20_000, 10_000, "violated", (1.0,), "planted: DP-SGD noise for sensitivity C, not 2C"),
+)}
+
+
+def get_spec(name: str) -> AuditSpec:
+    """The catalogue entry ``name``; ``ValueError`` listing the known names otherwise."""
+    if name not in CATALOGUE:
+        raise ValueError(f"unknown audit {name!r}; choose one of {sorted(CATALOGUE)} or 'all'")
+    return CATALOGUE[name]

@@ -1,0 +1,32 @@
+"""`dpglm audit`: prints, saves JSON + PNG + summary, exit status reflects expected verdicts."""
+
+import json
+
+import pytest
+
+from audits.bounds import epsilon_lower_bound
+from dpglm.cli import main
+
+
+def test_audit_command_saves_results_and_plot(tmp_path, capsys):
+    status = main(["audit", "laplace", "--epsilon", "1", "--runs", "2000", "--out", str(tmp_path)])
+    assert status == 0
+    record = json.loads((tmp_path / "laplace-eps1.json").read_text())
+    assert record["verdict"] == "consistent" and record["claimed_epsilon"] == 1.0
+    # The stored bound is the Clopper–Pearson bound of the stored counts.
+    assert record["epsilon_lower_bound"] == pytest.approx(epsilon_lower_bound(
+        record["false_positives"], record["runs"], record["false_negatives"], record["runs"]))
+    assert (tmp_path / "laplace-eps1.png").stat().st_size > 1000
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [row["audit"] for row in summary["rows"]] == ["laplace"]
+    assert "laplace" in capsys.readouterr().out
+
+
+def test_planted_bug_found_is_success(tmp_path):
+    assert main(["audit", "tree-depth-unscaled", "--quick", "--no-plots", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "tree-depth-unscaled-eps1.json").read_text())["verdict"] == "violated"
+
+
+def test_unknown_audit_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown audit"):
+        main(["audit", "nonsense", "--out", str(tmp_path)])
