@@ -1,0 +1,24 @@
+"""``dpglm reproduce bai`` building blocks: the ε grid and one CSV row."""
+
+import math
+
+import pytest
+
+from dpglm.experiments.bai import epsilon_grid, run_point
+
+
+def test_epsilon_grid_is_the_papers():
+    grid = epsilon_grid()
+    assert len(grid) == 9
+    assert grid[0] == pytest.approx(1e-3) and grid[3] == pytest.approx(0.1) and grid[-1] == pytest.approx(10 ** (7 / 3))
+    assert all(b / a == pytest.approx(10 ** (2 / 3)) for a, b in zip(grid, grid[1:]))
+
+
+def test_run_point_row():
+    row = run_point("mu2", "DP-SE", 1.0, 5, (0, 1), 10**7)
+    assert row["runs"] == 5 and row["errors"] == 0 and row["cut"] == 0
+    assert row["ledger_eps_max"] == pytest.approx(1.0)
+    assert row["error_cp95_low"] == 0.0
+    # Clopper–Pearson upper limit for 0 errors in 5 runs: 1 − 0.025^{1/5}
+    assert row["error_cp95_high"] == pytest.approx(1 - 0.025 ** (1 / 5))
+    assert math.isfinite(row["mean"]) and row["mean"] > 0

@@ -1,0 +1,55 @@
+"""The provable GLR threshold: Gamma tail, the lemma checked by Monte Carlo, BAI.md's candidate."""
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.optimize import brentq
+
+from dpglm.bai.divergences import d_minus
+from dpglm.bai.thresholds import ZETA2, GammaThreshold, HeuristicThreshold
+
+
+def test_threshold_is_the_gamma_quantile():
+    K, delta = 5, 0.01
+    th = GammaThreshold(K, delta)
+    for k in (1, 2, 7, 30):
+        assert stats.gamma(k + 1).sf(th(k)) == pytest.approx(delta / (K * ZETA2 * k**2), rel=1e-8)
+    assert th(np.array([1, 2])).shape == (2,)
+    with pytest.raises(ValueError, match="phase"):
+        th(0)
+    with pytest.raises(ValueError, match="delta"):
+        GammaThreshold(5, 1.5)
+    assert GammaThreshold.provable and not HeuristicThreshold.provable
+
+
+@pytest.mark.parametrize("k, mu, eps", [(3, 0.3, 0.5), (5, 0.8, 0.05), (4, 0.5, 5.0)])
+def test_lemma_tail_bound_by_monte_carlo(k, mu, eps):
+    """P[n·d⁻_ε(clip μ̃, μ) > x] ≤ P[Gamma(k + 1) > x] at n = 2^{k−1}, μ̃ = (S_n + Σ_k Lap(1/ε))/n."""
+    rng = np.random.default_rng(7)
+    n, m = 2 ** (k - 1), 400_000
+    s = rng.binomial(n, mu, m)
+    lap = rng.laplace(0, 1 / eps, (m, k)).sum(axis=1)
+    est = np.clip((s + lap) / n, 0, 1)
+    stat = n * d_minus(est, np.full(m, mu), eps)  # overestimation side
+    stat_up = n * d_minus(1 - est, np.full(m, 1 - mu), eps)  # underestimation side (d⁺ by symmetry)
+    for x in (2.0, 4.0, 7.0):
+        bound = stats.gamma(k + 1).sf(x)
+        for st in (stat, stat_up):
+            emp = np.mean(st > x)
+            # empirical tail within its own Monte-Carlo noise of the bound (3 sd)
+            assert emp <= bound + 3 * np.sqrt(bound / m) + 1e-6
+
+
+def test_bai_md_candidate_is_valid_and_looser():
+    """BAI.md's candidate c − k(1 + log(c/k)) = log(2Kζ(2)k²/δ) meets the Gamma(k+1) bound too."""
+    K, delta = 5, 0.01
+    th = GammaThreshold(K, delta)
+    for k in range(1, 257):
+        cand = brentq(lambda c: c - k * (1 + np.log(c / k)) - np.log(2 * K * ZETA2 * k**2 / delta), k * 1.0000001, 1e5)
+        assert stats.gamma(k + 1).sf(cand) <= delta / (K * ZETA2 * k**2)
+        assert cand > th(k)
+
+
+def test_heuristic_is_half_log_of_one_plus_log_n_over_delta():
+    h = HeuristicThreshold(5, 0.01)
+    assert float(h(3, 100)) == pytest.approx(0.5 * np.log((1 + np.log(100)) / 0.01))

@@ -1,0 +1,88 @@
+"""Top Two engine: closed-form tracking and merge against brute force, δ-correctness, ledger cost ε."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from accounting import PureDP
+from dpglm.bai.top_two import AdaPTT, AdaPTTStar, DPTopTwo, EBTopTwo, _merged_ranks, tracking_pulls
+
+
+def test_tracking_closed_form_matches_the_per_round_rule():
+    for beta in (0.5, 0.3, 0.75):
+        n, l = 0, 0  # the leader's own-pull and leader-round counters
+        for start in range(60):
+            # closed form for the next t rounds from the current state, vs the loop
+            for t in (1, 2, 5, 17):
+                nn, ll, pulls = n, l, 0
+                for _ in range(t):
+                    ll += 1
+                    if nn <= beta * ll:
+                        nn += 1
+                        pulls += 1
+                assert tracking_pulls(np.array([t]), np.array([n]), np.array([l]), beta)[0] == pulls
+            l += 1
+            if n <= beta * l:
+                n += 1
+
+
+def test_merged_ranks_match_a_sorted_merge():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        K = 5
+        v = rng.uniform(0, 3, (1, K))
+        s = rng.choice([0.1, 0.25, 0.5, 1.0], (1, K))  # repeated slopes and values make ties
+        v[0, 2] = v[0, 1]
+        s[0, 2] = s[0, 1]
+        v[0, 4] = np.inf  # the leader: not in the merge
+        elems = sorted((v[0, a] + i * s[0, a], a, i) for a in range(4) for i in range(400))
+        rank = {(a, i): r + 1 for r, (_, a, i) in enumerate(elems)}
+        j = rng.integers(0, 10, (1, K)).astype(float)
+        got = _merged_ranks(v, s, j)
+        for a in range(4):
+            assert got[0, a] == rank[(a, int(j[0, a]))]
+
+
+def test_dp_tt_run_costs_epsilon_and_is_reproducible():
+    mu = (0.7, 0.4, 0.3)
+    res = DPTopTwo(mu, 1.0, 0.1).run(6, np.random.default_rng(11))
+    again = DPTopTwo(mu, 1.0, 0.1).run(6, np.random.default_rng(11))
+    assert np.array_equal(res.stopping_times, again.stopping_times)
+    assert res.stopped.all()
+    for ledger in res.ledgers:
+        assert ledger.guarantee() == PureDP(1.0)  # many batches, parallel composition: ε in total
+        assert "GeometricBatchMean" in ledger.report()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2),
+        lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2, threshold="heuristic"),
+        lambda: EBTopTwo((0.6, 0.5, 0.45), 0.2),
+        lambda: AdaPTT((0.7, 0.5, 0.45), 2.0, 0.2),
+        lambda: AdaPTTStar((0.7, 0.5, 0.45), 2.0, 0.2),
+    ],
+)
+def test_error_rate_at_most_delta(make):
+    """Errors over 150 runs stay below the 99.9% binomial quantile at the target δ = 0.2."""
+    alg = make()
+    runs = 150
+    res = alg.run(runs, np.random.default_rng(5), max_steps=10**7)
+    assert res.stopped.all()
+    assert res.errors <= stats.binom(runs, alg.delta).ppf(0.999)
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="unique best"):
+        DPTopTwo((0.5, 0.5), 1.0, 0.1)
+    with pytest.raises(ValueError, match="epsilon"):
+        DPTopTwo((0.6, 0.5), 0.0, 0.1)
+    with pytest.raises(ValueError, match="delta"):
+        DPTopTwo((0.6, 0.5), 1.0, 1.0)
+    with pytest.raises(ValueError, match="threshold"):
+        DPTopTwo((0.6, 0.5), 1.0, 0.1, threshold="magic")
+    with pytest.raises(TypeError, match="rng"):
+        DPTopTwo((0.6, 0.5), 1.0, 0.1).run(2, 3)
+    with pytest.raises(ValueError, match="n_runs"):
+        DPTopTwo((0.6, 0.5), 1.0, 0.1).run(0, np.random.default_rng(0))
