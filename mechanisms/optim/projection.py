@@ -21,6 +21,8 @@ import numpy as np
 
 __all__ = ["BallProjection", "EllipsoidProjection", "MetricProjection"]
 
+_EPS = float(np.finfo(float).eps)
+
 
 def _as_vector(theta: np.ndarray, dim: int | None, name: str = "theta") -> np.ndarray:
     array = np.asarray(theta, dtype=np.float64)
@@ -163,6 +165,7 @@ class EllipsoidProjection:
         self._eigenvalues = eigenvalues
         self._eigenvectors = eigenvectors
         self._inverse_eigenvalues = 1.0 / eigenvalues
+        self._min_inverse_eigenvalue = float(1.0 / eigenvalues[-1])
         self._sqrt_eigenvalues = np.sqrt(eigenvalues)
 
     @property
@@ -196,26 +199,27 @@ class EllipsoidProjection:
         b = self._inverse_eigenvalues
         target = 1.0 / self.radius
         g_squared = g * g
-        norm_squared = float(np.sum(g_squared / (b * b)))
+        norm_squared = float(g_squared @ (self._eigenvalues * self._eigenvalues))
         if norm_squared <= self.radius * self.radius:
             return 0.0
         # At μ = ‖g‖/r − min(b), every b_i + μ ≥ ‖g‖/r, hence ‖w(μ)‖ ≤ r: μ* lies below.
         low = 0.0
-        high = max(0.0, math.sqrt(float(np.sum(g_squared))) / self.radius - float(np.min(b)))
+        high = max(0.0, math.sqrt(float(g_squared.sum())) / self.radius - self._min_inverse_eigenvalue)
         mu = 0.0
         for _ in range(self._MAX_ITER):
-            shifted = b + mu
-            norm_squared = float(np.sum(g_squared / (shifted * shifted)))
+            inverse_shifted = 1.0 / (b + mu)
+            weighted = g_squared * (inverse_shifted * inverse_shifted)
+            norm_squared = float(weighted.sum())
             norm = math.sqrt(norm_squared)
             h = 1.0 / norm - target
             if h < 0:
                 low = mu
             else:
                 high = mu
-            if abs(h) <= 4 * np.finfo(float).eps * target or high - low <= 4 * np.finfo(float).eps * high:
+            if abs(h) <= 4 * _EPS * target or high - low <= 4 * _EPS * high:
                 break
             # d(1/‖w‖)/dμ = Σ g²/(b + μ)³ / ‖w‖³ > 0
-            slope = float(np.sum(g_squared / (shifted * shifted * shifted))) / (norm_squared * norm)
+            slope = float(weighted @ inverse_shifted) / (norm_squared * norm)
             candidate = mu - h / slope
             mu = candidate if low < candidate < high else 0.5 * (low + high)
         return mu
@@ -229,7 +233,7 @@ class EllipsoidProjection:
         if mu == 0.0:
             return theta.copy()
         projected_rotated = rotated / (1.0 + mu * self._eigenvalues)
-        v_norm = math.sqrt(float(np.sum(self._eigenvalues * projected_rotated**2)))
+        v_norm = math.sqrt(float(self._eigenvalues @ (projected_rotated * projected_rotated)))
         if v_norm > self.radius:
             projected_rotated *= self.radius / v_norm
         return self.center + self._eigenvectors @ projected_rotated
