@@ -1,18 +1,19 @@
 """The only thing a mechanism hands out: a read-only noisy value plus the receipt of its charge.
 
 Policies decide only from ``Release`` values (DESIGN.md, mechanisms/), so a release
-must not be mutable after the fact: the array is copied and frozen, and the
-dataclass itself is frozen.
+must not be mutable after the fact, nor forgeable: the array is copied into an
+immutable ``bytes`` buffer (numpy refuses to make an array over it writeable
+again, through the value or through its ``base``), the dataclass is frozen,
+and the receipt must be the :class:`accounting.Receipt` that ``Account.charge``
+returned.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
-from accounting import RELATIONS
+from accounting import RELATIONS, Receipt
 
 __all__ = ["Release", "RELATIONS", "check_generator", "check_positive", "check_relation"]
 
@@ -24,27 +25,34 @@ class Release:
     Parameters
     ----------
     value : numpy.ndarray or float
-        The released value. An array is copied into a new float array whose
-        ``writeable`` flag is cleared, so neither the caller nor the mechanism can
-        alter it afterwards; a Python or numpy scalar is stored as ``float``.
+        The released value. An array is copied into an immutable ``bytes``
+        buffer and exposed as a read-only float array over it:
+        ``value.setflags(write=True)`` (or on its ``base``) raises ``ValueError``,
+        so neither the caller nor the mechanism can alter it afterwards; a Python
+        or numpy scalar is stored as ``float``.
     receipt : accounting.Receipt
         The receipt returned by ``Account.charge`` for this release (for a
         continual-release mechanism, the one charge made for the whole horizon).
+        Anything else is refused: a release without a granted charge is a forgery.
 
     Raises
     ------
     TypeError
-        If ``value`` is neither a real array nor a real scalar, or ``receipt`` is None.
+        If ``value`` is neither a real array nor a real scalar, or ``receipt`` is
+        not an ``accounting.Receipt``.
     ValueError
         If ``value`` contains NaN or infinity.
     """
 
     value: np.ndarray | float
-    receipt: Any
+    receipt: Receipt
 
     def __post_init__(self) -> None:
-        if self.receipt is None:
-            raise TypeError("receipt must be the accounting Receipt of the charge, got None")
+        if not isinstance(self.receipt, Receipt):
+            raise TypeError(
+                "receipt must be the accounting.Receipt returned by Account.charge, "
+                f"got {type(self.receipt).__name__}"
+            )
         value = self.value
         if isinstance(value, (bool, np.bool_)):
             raise TypeError("value must be a real number or a real array, got a bool")
@@ -54,10 +62,10 @@ class Release:
             if value.ndim == 0:
                 value = value.item()
             else:
-                frozen = np.array(value, dtype=float, copy=True)
-                if not np.all(np.isfinite(frozen)):
+                copied = np.array(value, dtype=float, copy=True)
+                if not np.all(np.isfinite(copied)):
                     raise ValueError("value must be finite (no NaN or infinity)")
-                frozen.setflags(write=False)
+                frozen = np.frombuffer(copied.tobytes(), dtype=float).reshape(copied.shape)
                 object.__setattr__(self, "value", frozen)
                 return
         if not isinstance(value, (int, float, np.integer, np.floating)):
@@ -67,6 +75,9 @@ class Release:
             raise ValueError("value must be finite (no NaN or infinity)")
         object.__setattr__(self, "value", scalar)
 
+    def __reduce__(self) -> tuple[type, tuple[np.ndarray | float, Receipt]]:
+        """Copies and unpickled releases are rebuilt through the checks, so they are frozen too."""
+        return (Release, (self.value, self.receipt))
 
 
 def check_relation(relation: str) -> str:

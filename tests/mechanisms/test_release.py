@@ -1,6 +1,9 @@
 """Release: a frozen, read-only value plus its receipt; the shared boundary checks."""
 
+import copy
 import dataclasses
+import pickle
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -60,6 +63,36 @@ def test_non_real_value_raises(value, receipt):
 def test_missing_receipt_raises():
     with pytest.raises(TypeError, match="receipt"):
         Release(1.0, None)
+
+
+@pytest.mark.parametrize("forged", ["granted", 1, object(), SimpleNamespace(seq=1, account="", mechanism="x")])
+def test_anything_but_an_accounting_receipt_is_refused(forged):
+    # A release is proof that a charge was granted: a look-alike receipt is a forgery.
+    with pytest.raises(TypeError, match="accounting.Receipt"):
+        Release(np.zeros(2), forged)
+
+
+def test_read_only_flag_cannot_be_set_back(receipt):
+    release = Release(np.arange(4.0).reshape(2, 2), receipt)
+    with pytest.raises(ValueError):
+        release.value.setflags(write=True)
+    # Nor through the array the value is a view of, nor its base.
+    base = release.value
+    while isinstance(base, np.ndarray):
+        with pytest.raises(ValueError):
+            base.setflags(write=True)
+        base = base.base
+    np.testing.assert_array_equal(release.value, [[0.0, 1.0], [2.0, 3.0]])
+
+
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))])
+def test_copies_stay_frozen(duplicate, receipt):
+    copied = duplicate(Release(np.array([1.0, 2.0]), receipt))
+    assert isinstance(copied, Release)
+    assert not copied.value.flags.writeable
+    with pytest.raises(ValueError):
+        copied.value.setflags(write=True)
+    np.testing.assert_array_equal(copied.value, [1.0, 2.0])
 
 
 def test_checks_name_the_argument():
