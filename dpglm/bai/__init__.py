@@ -1,0 +1,31 @@
+"""Fixed-confidence best-arm identification under ε-global DP (Jourdan & Azize 2025).
+
+Divergences and transport costs (:mod:`~dpglm.bai.divergences`), the
+characteristic time (:mod:`~dpglm.bai.characteristic_time`), stopping thresholds
+(:mod:`~dpglm.bai.thresholds`), the Top Two algorithms DP-TT, EB-TCI, AdaP-TT(⋆)
+(:mod:`~dpglm.bai.top_two`) and DP-SE (:mod:`~dpglm.bai.successive_elimination`).
+"""
+
+from dpglm.bai.characteristic_time import CharacteristicTime, characteristic_time
+from dpglm.bai.divergences import d_eps, d_minus, d_plus, kl, transport_cost
+from dpglm.bai.successive_elimination import DPSE
+from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold
+from dpglm.bai.top_two import AdaPTT, AdaPTTStar, BAIResult, DPTopTwo, EBTopTwo
+
+__all__ = [
+    "AdaPTT",
+    "AdaPTTStar",
+    "BAIResult",
+    "CharacteristicTime",
+    "DPSE",
+    "DPTopTwo",
+    "EBTopTwo",
+    "GammaThreshold",
+    "HeuristicThreshold",
+    "characteristic_time",
+    "d_eps",
+    "d_minus",
+    "d_plus",
+    "kl",
+    "transport_cost",
+]
