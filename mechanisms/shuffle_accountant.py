@@ -398,25 +398,32 @@ def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[d
     when the shift is many standard deviations, i.e. the noise is far too small;
     wider bins stay pessimistic).
 
-    Loss at count c: ``ln C(N, c - s) - ln C(N, c)``, weighted by the upper law
-    ``Bin(N,1/2) + s``. Outcomes the lower law cannot produce (c > N), and
-    outcomes of upper mass below ``exp(_LOG_MASS_TRUNCATION)``, go to the infinity mass.
+    Loss at count c = k + s: ``ln C(N, k) - ln C(N, k + s)``, weighted by the upper law
+    ``Bin(N,1/2) + s`` at c. Outcomes the lower law cannot produce (c > N), outcomes of
+    upper mass below ``exp(_LOG_MASS_TRUNCATION)``, and (Hoeffding) the mass outside a
+    window of 13 sd around the mean go to the infinity mass. For N up to ~1e9 the
+    direct ``gammaln`` difference loses ~1e-6 to cancellation, so log-probabilities are
+    taken relative to the window's start, as cumulative sums of
+    ``ln((N - t + 1)/t) = log1p((N - 2t + 1)/t)`` (accurate to ~1e-10).
     """
     n_trials, s = trials, shift
     sigma = math.sqrt(n_trials) / 2.0
     half_width = int(math.ceil(13.0 * sigma)) + 2
-    k = np.arange(max(0, n_trials // 2 - half_width), min(n_trials, n_trials // 2 + half_width) + 1)
-    log_upper = stats.binom.logpmf(k, n_trials, 0.5)  # upper law at c = k + s
-    c = k + s
-    inside = c <= n_trials
-    keep = inside & (log_upper > _LOG_MASS_TRUNCATION)
-    kept_k, kept_c = k[keep], c[keep]
-    loss = (
-        special.gammaln(kept_c + 1.0) + special.gammaln(n_trials - kept_c + 1.0)
-        - special.gammaln(kept_k + 1.0) - special.gammaln(n_trials - kept_k + 1.0)
-    )
-    mass = np.exp(log_upper[keep])
-    infinity_mass = max(0.0, 1.0 - float(mass.sum()))
+    k_lo = max(0, n_trials // 2 - half_width)
+    k_hi = min(n_trials, n_trials // 2 + half_width)
+    outside = 0.0 if (k_lo == 0 and k_hi == n_trials) else 2.0 * math.exp(-2.0 * half_width**2 / n_trials)
+    t = np.arange(k_lo + 1, min(k_hi + s, n_trials) + 1, dtype=float)
+    # rel[j] = ln C(N, k_lo + j) - ln C(N, k_lo)
+    rel = np.concatenate([[0.0], np.cumsum(np.log1p((n_trials - 2.0 * t + 1.0) / t))])
+    k = np.arange(k_lo, k_hi + 1)
+    log_mass = rel[: k_hi - k_lo + 1]
+    log_mass = log_mass - (log_mass.max() + math.log(np.exp(log_mass - log_mass.max()).sum()))
+    inside = k + s <= n_trials
+    keep = inside & (log_mass > _LOG_MASS_TRUNCATION)
+    kept = np.flatnonzero(keep)
+    loss = rel[kept] - rel[kept + s]
+    mass = np.exp(log_mass[kept]) * (1.0 - outside)
+    infinity_mass = min(1.0, outside + float(np.exp(log_mass[~keep]).sum()) * (1.0 - outside))
     interval = max(interval, float(loss.max() - loss.min()) / _MAX_BINS)
     rounded = np.ceil(loss / interval).astype(np.int64)
     keys, inverse = np.unique(rounded, return_inverse=True)

@@ -210,3 +210,17 @@ def test_bad_input_names_the_argument():
         acc.vector_sum_delta(10, 2, 2.5, 1.0)
     with pytest.raises(ValueError, match="coordinates"):
         acc.calibrate_noise_bits(10, 1.0, 1e-6, 4, coordinates=0)
+
+
+def test_large_binomial_matches_its_gaussian_limit():
+    """N = n b = 4.5e7 noise bits: the shift pair is Gaussian to within a few percent.
+
+    Guards against cancellation in log-binomials at large N (a direct gammaln
+    difference lost ~1e-6 per loss and made delta non-monotone in b).
+    """
+    n, bits, levels, m, eps = 10_000, 4456, 200, 5, 1.0
+    mu = 2 * levels * math.sqrt(m) / (math.sqrt(n * bits) / 2)
+    gauss = stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+    certified = acc.vector_sum_delta(n, bits, levels, eps, coordinates=m)
+    assert certified == pytest.approx(gauss, rel=0.05)
+    assert acc.vector_sum_delta(n, bits + 200, levels, eps, coordinates=m) < certified
