@@ -1,0 +1,241 @@
+"""Batched GLM bandit: schedule, B-GLinCB against a slow per-round reference, the private
+policy's ledger (two halves, per-batch parallel composition), huge-budget agreement, refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+from accounting import ApproxDP, BudgetExceeded
+from dpglm.design import g_optimal_design
+from dpglm.envs import StochasticContextEnv
+from dpglm.glm import get_family
+from dpglm.policies import run_policy_record
+from dpglm.policies.batched import (
+    BGLinCB,
+    MLEBatchEstimator,
+    ShuffleDPGLMBandit,
+    batch_partition,
+    batch_schedule,
+    batched_parameters,
+    max_batches,
+    run_batched_policy,
+)
+
+
+# -- schedule ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("horizon", [1, 2, 3, 10, 17, 100, 999, 5000, 20000, 123457])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e9])
+def test_batch_lengths_sum_to_horizon(horizon, scale):
+    schedule = batch_schedule(horizon, warmup_scale=scale)
+    assert sum(schedule.lengths) == horizon
+    assert all(b >= 1 for b in schedule.lengths)
+    assert len(schedule.lengths) <= max(2, math.ceil(math.log(math.log(max(horizon, 3)))) + 1)
+
+
+def test_schedule_solves_the_paper_recursion_independently():
+    """B₁ = (c₁α)^{2/3}, B₂ = α, B₃ = α√B₂, B₄ = α√B₃, Σ = T: α from scipy's brentq."""
+    T, c1 = 20000, 2.0
+    assert max_batches(T) == 4  # ⌈ln ln 20000⌉ + 1 = ⌈2.29⌉ + 1
+
+    def lengths(a):
+        b3 = a * math.sqrt(a)
+        return [(c1 * a) ** (2 / 3), a, b3, a * math.sqrt(b3)]
+
+    alpha = optimize.brentq(lambda a: sum(lengths(a)) - T, 1.0, T, xtol=1e-12)
+    schedule = batch_schedule(T, warmup_scale=c1, warmup_cap=T)
+    assert schedule.alpha == pytest.approx(alpha, rel=1e-9)
+    assert not schedule.warmup_capped
+    for got, real in zip(schedule.lengths, lengths(alpha)):
+        assert abs(got - real) <= 1.0
+
+
+def test_schedule_caps_the_warmup():
+    T = 5000
+    cap = math.ceil(T ** (2 / 3))  # 293
+    alpha = optimize.brentq(lambda a: cap + a + a**1.5 + a**1.75 - T, 1.0, T, xtol=1e-12)
+    schedule = batch_schedule(T, warmup_scale=1e9)
+    assert schedule.warmup_capped and schedule.warmup_formula > T
+    assert schedule.lengths[0] == cap
+    assert schedule.alpha == pytest.approx(alpha, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(horizon=0, warmup_scale=1.0), dict(horizon=10, warmup_scale=-1.0),
+               dict(horizon=10, warmup_scale=1.0, warmup_cap=0.5), dict(horizon=10, warmup_scale=1.0, n_batches=0)]
+)
+def test_schedule_rejects_bad_input(kwargs):
+    horizon = kwargs.pop("horizon")
+    with pytest.raises(ValueError):
+        batch_schedule(horizon, **kwargs)
+
+
+# -- slow reference of B-GLinCB (Sawarni et al. 2024 / paper Alg. 1, non-private) -----------------
+def reference_bglincb(env, params, seed, *, warmup_forever=False):
+    """Per-round, per-arm loops; exact sums; MLE. Returns the action sequence."""
+    family, T, R = env.family, env.horizon, env.R
+    rng = np.random.default_rng(seed).spawn(2)[0]
+    lengths = batch_schedule(T, warmup_scale=params.warmup_scale, warmup_cap=params.warmup_cap).lengths
+    ends = np.cumsum(lengths)
+    sets, theta1, v_inv = [], None, None
+    xs, ys, ws, actions = [], [], [], []
+    batch = 0
+    for t in range(T):
+        arms = np.array(env.context_sequence[t])
+        K = len(arms)
+        if theta1 is None:
+            weights = np.ones(K)
+            design = g_optimal_design(arms, ridge=params.design_ridge, tol=params.design_tol).weights
+        else:
+            alive = np.ones(K, dtype=bool)
+            for theta, inv, mult in sets:
+                lcb = [arms[i] @ theta - mult * math.sqrt(arms[i] @ inv @ arms[i]) for i in range(K)]
+                ucb = [arms[i] @ theta + mult * math.sqrt(arms[i] @ inv @ arms[i]) for i in range(K)]
+                best_lcb = max(lcb[i] for i in range(K) if alive[i])
+                alive &= np.array([ucb[i] >= best_lcb for i in range(K)])
+            weights = np.empty(K)
+            for i in range(K):
+                w1 = params.gamma * math.sqrt(params.width_kappa) * math.sqrt(arms[i] @ v_inv @ arms[i])
+                beta = math.exp(R * min(2 * params.radius, w1))
+                weights[i] = float(family.dmu(np.array(arms[i] @ theta1))) / beta
+            design = g_optimal_design(np.sqrt(weights)[:, None] * arms, available=alive,
+                                      ridge=params.design_ridge, tol=params.design_tol).weights
+        cdf = np.cumsum(design)
+        index = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), K - 1)
+        actions.append(index)
+        xs.append(arms[index])
+        ws.append(weights[index])
+        ys.append(float(env._uniforms[t, index] < family.mu(arms[index] @ env.theta_star)) * R)
+        if t + 1 == ends[batch]:
+            if batch + 1 < len(ends) and not warmup_forever:
+                M = params.lam * np.eye(env.d)
+                for x, w in zip(xs, ws):
+                    M += (1.0 if theta1 is None else w) * np.outer(x, x)
+                theta = family.fit_mle(np.array(xs), np.array(ys), lam=params.lam, radius=params.radius)
+                inv = np.linalg.inv(M)
+                if theta1 is None:
+                    theta1, v_inv = theta, inv
+                    sets.append((theta, inv, params.gamma * math.sqrt(params.width_kappa)))
+                else:
+                    sets.append((theta, inv, params.gamma))
+            batch += 1
+            xs, ys, ws = [], [], []
+    return np.array(actions)
+
+
+@pytest.fixture
+def small_problem():
+    T, d, S = 700, 3, 2.0
+    env = StochasticContextEnv("logistic", d, 8, S, T, np.random.default_rng(11))
+    params = batched_parameters("logistic", d, T, S)
+    return env, params
+
+
+def test_bglincb_matches_slow_reference(small_problem):
+    env, params = small_problem
+    policy = BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(5), params=params)
+    record = run_batched_policy(policy, env)
+    assert len(policy.schedule.lengths) == 3 and policy.counts["granted"] == 2
+    np.testing.assert_array_equal(record.actions, reference_bglincb(env, params, 5))
+    # Elimination really happened in the last batch (the test can tell the rules apart).
+    last = env.context_sequence[-200:]
+    design, _ = policy._scaled_design(last)
+    assert (design > 0).sum(axis=1).mean() < env.n_arms
+
+
+def test_planned_and_per_round_paths_agree(small_problem):
+    env, params = small_problem
+    planned = run_batched_policy(BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                         params=params), env)
+    per_round_policy = BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(5), params=params)
+    per_round = run_policy_record(per_round_policy, env)
+    np.testing.assert_array_equal(planned.actions, per_round.actions)
+    assert per_round_policy.counts["planned_rounds"] == 0
+
+
+def test_bglincb_regret_is_below_uniform_play(small_problem):
+    env, params = small_problem
+    record = run_batched_policy(BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                        params=params), env)
+    means = env.family.mu(env.context_sequence @ env.theta_star)
+    uniform = means.max(axis=1) - means.mean(axis=1)  # per-round regret of uniform play
+    last = slice(env.horizon - 554, None)
+    assert env.horizon - 554 == int(np.cumsum(BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(0),
+                                                      params=params).schedule.lengths)[1])
+    assert record.regret[-1] < uniform.sum()
+    assert record.instant_regret[last].mean() < 0.75 * uniform[last].mean()
+
+
+# -- the private policy ----------------------------------------------------------------------------
+class ChargingMLE:
+    """Test double: charges the whole parameter budget under the batch's key, then returns the MLE."""
+
+    def __init__(self, family, params, account, rng):
+        self.account, self.mle = account, MLEBatchEstimator(family, params.lam, params.radius)
+
+    def fit(self, X, y, batch):
+        try:
+            self.account.charge(self.account.budget, mechanism="ChargingMLE", partition=batch_partition(batch))
+        except BudgetExceeded:
+            return None
+        return self.mle.fit(X, y, batch)
+
+
+def test_huge_budget_reproduces_bglincb(small_problem):
+    env, params = small_problem
+    exact = run_batched_policy(BGLinCB("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                       params=params), env)
+    private_policy = ShuffleDPGLMBandit("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                        epsilon=5000.0, delta=0.02, params=params, levels=3000, estimator=ChargingMLE)
+    private = run_batched_policy(private_policy, env)
+    b12 = sum(private_policy.schedule.lengths[:2])
+    # Batch 1 uses no release; batch 2 decides with the released V (noise sd < 0.1 here).
+    np.testing.assert_array_equal(private.actions[:b12], exact.actions[:b12])
+    assert np.mean(private.actions == exact.actions) >= 0.95
+    assert max(private_policy.design_sum.noise_sd.values()) < 0.1
+
+
+def test_ledger_two_halves_parallel_batches_and_refused_estimate_keeps_the_last(small_problem):
+    env, params = small_problem
+    policy = ShuffleDPGLMBandit("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                epsilon=4.0, delta=0.02, params=params, estimator=ChargingMLE)
+    # Someone already spent batch 2's parameter budget: its estimate must be refused.
+    policy.accounts["parameter"].charge(ApproxDP(2, 0.01), mechanism="earlier", partition=batch_partition(2))
+    run_batched_policy(policy, env)
+    assert policy.counts == {**policy.counts, "granted": 1, "refused": 1}
+    assert sorted(policy.estimates) == [1] and [b for b, _ in policy.confidence_sets] == [1]
+    for name in ("covariance", "parameter"):
+        account = policy.accounts[name]
+        assert account.budget == ApproxDP(2, 0.01)
+        assert account.spent == ApproxDP(2, 0.01)  # two batches charged the full half: max, not sum
+    receipts = policy.design_sum.releases
+    assert sorted(receipts) == [1, 2]
+    assert [receipts[k].receipt.partition for k in (1, 2)] == ["batch-1", "batch-2"]
+    assert policy.ledger.guarantee() == ApproxDP(4, 0.02)
+
+
+def test_refused_warmup_keeps_the_warmup_design(small_problem):
+    env, params = small_problem
+    policy = ShuffleDPGLMBandit("logistic", env.d, env.horizon, env.S, np.random.default_rng(5),
+                                epsilon=4.0, delta=0.02, params=params, estimator=ChargingMLE)
+    for batch in (1, 2):  # the warm-up is refused, and so is the batch that would take its role
+        policy.accounts["covariance"].charge(ApproxDP(2, 0.01), mechanism="earlier", partition=batch_partition(batch))
+    record = run_batched_policy(policy, env)
+    assert policy.theta_warmup is None and policy.counts["refused"] == 2
+    np.testing.assert_array_equal(record.actions, reference_bglincb(env, params, 5, warmup_forever=True))
+
+
+def test_constructor_rejects_bad_input(small_problem):
+    env, params = small_problem
+    with pytest.raises(ValueError, match="ledger"):
+        ShuffleDPGLMBandit("logistic", 3, 100, 2.0, np.random.default_rng(0), estimator=ChargingMLE)
+    with pytest.raises(TypeError, match="rng"):
+        BGLinCB("logistic", 3, 100, 2.0, 0)
+    with pytest.raises(ValueError, match="delta"):
+        batched_parameters("logistic", 3, 100, 2.0, delta=1.5)
+    with pytest.raises(ValueError, match="arms"):
+        BGLinCB("logistic", 3, 100, 2.0, np.random.default_rng(0)).choose(np.ones((4, 3)))
+    assert get_family("logistic").reward_bound == env.R
