@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 
+from dpglm.policies.joint_dp import JointDPGLMBandit, TreeDesign
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
@@ -25,6 +26,8 @@ __all__ = [
     "AddRemoveNoiseDPSGD",
     "ReusedSampleGeometricMean",
     "identity_shuffler",
+    "ExactGramDesign",
+    "ExactGramBandit",
 ]
 
 
@@ -85,3 +88,27 @@ class ReusedSampleGeometricMean(GeometricBatchMean):
 def identity_shuffler(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Bug: a "shuffler" that returns the messages in user order (same signature as the real one)."""
     return np.asarray(messages)
+
+
+class ExactGramDesign(TreeDesign):
+    """Bug: feeds (and pays for) the binary tree, but hands the policy λI + the exact Σ leaves."""
+
+    def __init__(self, tree: object, lam: float) -> None:
+        super().__init__(tree, lam)
+        self._exact = self._lam_eye.copy()
+
+    def append(self, leaf: np.ndarray | None) -> None:
+        super().append(leaf)
+        if leaf is not None:
+            self._exact = self._exact + leaf
+        matrix = self._exact.copy()
+        matrix.setflags(write=False)
+        self._matrix = matrix
+
+
+class ExactGramBandit(JointDPGLMBandit):
+    """Bug: the joint-DP bandit deciding (Criterion II, UCB widths) from the exact Gram matrix H."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.design_h = ExactGramDesign(self.design_h.tree, self.params.lam_h)
