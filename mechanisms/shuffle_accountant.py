@@ -288,10 +288,6 @@ def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float 
     rtol : float
         Relative width of the final bracket on gamma, in (0, 1).
 
-    Raises
-    ------
-    ValueError
-        If even gamma = 1 (pure noise) does not meet the target (it always does).
     """
     n = _check_users(n)
     epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
@@ -301,15 +297,13 @@ def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float 
     def meets(gamma: float) -> bool:
         return bitsum_delta(n, gamma, epsilon) <= delta
 
-    if meets(1.0):
-        hi = 1.0
-        lo = 0.5
-        while meets(lo):
-            hi, lo = lo, lo / 2.0
-            if lo < 1e-300:
-                return hi
-    else:  # pragma: no cover - gamma = 1 sends pure noise: delta(eps) = 0
-        raise ValueError("no gamma in (0, 1] meets the target")
+    # gamma = 1 sends pure noise (delta = 0), so a bracket exists; grow it from the
+    # cheap end (the accountant's work grows with gamma * n).
+    lo, hi = 0.0, min(1.0, 1.0 / n)
+    while not meets(hi):
+        if hi >= 1.0:
+            raise ValueError(f"even gamma = 1 does not meet (epsilon={epsilon}, delta={delta})")
+        lo, hi = hi, min(1.0, 2.0 * hi)
     while hi - lo > rtol * hi:
         mid = 0.5 * (lo + hi)
         if meets(mid):
