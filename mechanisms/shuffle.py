@@ -324,7 +324,12 @@ class ShuffleVectorSum:
     vector of norm <= bound, or ``x x^T`` with ``||x|| <= 1`` and ``bound = 1``); a
     coordinate's rounded level can then move by up to ``2 * levels``, and the
     ``coordinates`` coordinates are composed numerically (accountant docstring).
-    Symmetric matrices are sent as their ``d(d+1)/2`` upper-triangle entries.
+    The released sums then carry about the noise of a central Gaussian mechanism
+    of l2 sensitivity ``2 * bound * sqrt(coordinates)`` (benchmarks/shuffle.py); an
+    l2 bound on the inputs is not exploited, which for ``x x^T`` (Frobenius
+    sensitivity 2) costs a factor ~``sqrt(d(d+1)/2)`` in noise sd.
+    Symmetric matrices are sent as their ``d(d+1)/2`` upper-triangle entries; a
+    real (scalar) summation is ``shape=(1,)``.
     paper: App. T (vector summation R_2, S_2, A_2 of Cheu et al. 2022).
 
     Parameters
