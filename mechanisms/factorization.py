@@ -118,6 +118,7 @@ class SquareRootFactorizationMechanism:
         self.sensitivity = self._elements.sensitivity
         self.relation = relation
         self.element_bound = self._elements.element_bound
+        self.charged_sensitivity = self._elements.charged_sensitivity
         self.coefficients = square_root_coefficients(self.horizon)
         self.column_norm_squared = _column_norm_squared_upper(self.coefficients)
         self.sigma, self.cost = continual_cost(

@@ -55,6 +55,16 @@ because ‖A − A'‖_F² = ‖A‖_F² + ‖A'‖_F² − 2 tr(AA') ≤ ‖A�
 tr(AA') ≥ 0. The PSD test accepts a smallest eigenvalue ≥ −τ‖A‖_F (τ = 1e-12,
 rounding of x xᵀ); writing A = A₊ − A₋ with ‖A₋‖_F ≤ √d τ‖A‖_F gives
 tr(AA') ≥ −2√d τ ‖A‖_F ‖A'‖_F, so the charge uses Δ·√(1 + 2√d τ) in place of Δ.
+
+Float slack on the norm. A unit vector normalised in floating point has
+‖x‖² = 1 ± a few ulps (113 of 1000 random x xᵀ have ‖x xᵀ‖_F = 1 + 4e-16 > 1,
+the bound for Δ = √2 with psd), while envs and policies accept ‖x‖ ≤ 1 + 1e-9.
+Elements are therefore accepted up to B·(1 + η), η = 1e-9 (``NORM_SLACK``). An
+element of norm ≤ B(1 + η) certifies sensitivity Δ(1 + η) by the same
+arguments (they scale linearly), and the float norm we compute is within
+n·2⁻⁵³ < η of the true one for n < 9·10⁶ entries; so the charge uses
+Δ·(1 + 2η) (times the PSD factor above), rounded up: conservative, at most
+2e-9 relative more ρ than Δ itself would cost.
 """
 
 from __future__ import annotations
@@ -71,6 +81,8 @@ from mechanisms.release import Release, check_generator, check_positive, check_r
 __all__ = ["BinaryTreeMechanism", "check_stream_shape", "tree_depth", "StreamElements"]
 
 PSD_TOLERANCE = 1e-12
+#: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
+NORM_SLACK = 1e-9
 
 
 def tree_depth(horizon: int) -> int:
@@ -118,9 +130,11 @@ class StreamElements:
     Attributes
     ----------
     element_bound : float
-        Largest admissible ‖x‖ (L2 or Frobenius).
+        The norm bound B (L2 or Frobenius) that certifies Δ; elements are accepted
+        up to B·(1 + η), η = ``NORM_SLACK`` (module docstring, "Float slack").
     charged_sensitivity : float
-        The sensitivity used in the charge: Δ, or Δ·√(1 + 2√d τ) with ``psd``.
+        The sensitivity used in the charge: Δ·(1 + 2η), times √(1 + 2√d τ) with
+        ``psd``, rounded up.
     """
 
     def __init__(self, horizon: int, shape: object, sensitivity: float, relation: str, psd: bool) -> None:
@@ -143,11 +157,12 @@ class StreamElements:
             self.element_bound = self.sensitivity / math.sqrt(2.0)
         else:
             self.element_bound = self.sensitivity / 2.0
+        inflation = 1.0 + 2.0 * NORM_SLACK
         if psd:
-            slack = 1.0 + 2.0 * math.sqrt(self.shape[0]) * PSD_TOLERANCE
-            self.charged_sensitivity = float(np.nextafter(self.sensitivity * math.sqrt(slack), np.inf))
-        else:
-            self.charged_sensitivity = self.sensitivity
+            inflation *= math.sqrt(1.0 + 2.0 * math.sqrt(self.shape[0]) * PSD_TOLERANCE)
+        # Two ulps up cover the rounding of the two products above.
+        self.charged_sensitivity = float(np.nextafter(np.nextafter(self.sensitivity * inflation, np.inf), np.inf))
+        self.accepted_norm = self.element_bound * (1.0 + NORM_SLACK)
 
     def check(self, x: object, t: int) -> np.ndarray:
         """Validate element number ``t + 1`` and return it as a float array (symmetrised if a matrix).
@@ -156,7 +171,7 @@ class StreamElements:
         ------
         ValueError
             Horizon exceeded, wrong shape, NaN/inf, asymmetric or non-PSD matrix,
-            or ‖x‖ above ``element_bound``; the message names the argument.
+            or ‖x‖ above ``element_bound``·(1 + η); the message names the argument.
         """
         if t >= self.horizon:
             raise ValueError(f"horizon exceeded: all {self.horizon} elements (horizon={self.horizon}) already appended")
@@ -180,10 +195,10 @@ class StreamElements:
             smallest = float(np.linalg.eigvalsh(array)[0])
             if smallest < -PSD_TOLERANCE * norm:
                 raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
-        if norm > self.element_bound:
+        if norm > self.accepted_norm:
             kind = "Frobenius" if len(self.shape) == 2 else "L2"
             raise ValueError(
-                f"x has {kind} norm {norm!r} > {self.element_bound!r}, the bound certified by "
+                f"x has {kind} norm {norm!r} > {self.element_bound!r} (1 + {NORM_SLACK:g}), the bound certified by "
                 f"sensitivity={self.sensitivity!r} under relation={self.relation!r}"
                 + (" with psd=True" if self.psd else "")
             )
@@ -275,6 +290,8 @@ class BinaryTreeMechanism:
     Attributes
     ----------
     sigma, depth, t, horizon, receipt, cost, element_bound
+    charged_sensitivity : float
+        The Δ the charge pays for: Δ·(1 + 2η) (float slack), times the PSD factor with ``psd``.
 
     Raises
     ------
@@ -302,6 +319,7 @@ class BinaryTreeMechanism:
         self.sensitivity = self._elements.sensitivity
         self.relation = relation
         self.element_bound = self._elements.element_bound
+        self.charged_sensitivity = self._elements.charged_sensitivity
         self.depth = tree_depth(self.horizon)
         self.sigma, self.cost = continual_cost(
             account, sigma, cost, self._elements.charged_sensitivity, Fraction(self.depth)

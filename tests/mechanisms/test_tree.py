@@ -13,6 +13,10 @@ from mechanisms import BinaryTreeMechanism, Release
 from mechanisms.tree import tree_depth
 
 
+#: Elements are accepted up to 1e-9 relative above their bound, and the charge pays Δ(1 + 2e-9) (tree docstring).
+SLACK = 1 + Fraction(2, 10**9)
+
+
 def zcdp_account(rho=1.0):
     return Ledger(ZCDP(rho)).root
 
@@ -47,13 +51,15 @@ def test_every_element_lies_in_at_most_depth_nodes():
 def test_charge_matches_dp_accounting_tree_aggregation(horizon, shape, sigma, sensitivity):
     """ρ = L·Δ²/(2σ²) gives the same ε as dp-accounting's tree aggregation with noise multiplier σ/Δ."""
     tree = BinaryTreeMechanism(zcdp_account(100), horizon, shape, sensitivity, np.random.default_rng(0), sigma=sigma)
-    exact = Fraction(math.ceil(math.log2(horizon + 1))) * Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2)
+    charged_sensitivity = Fraction(sensitivity) * SLACK
+    exact = Fraction(math.ceil(math.log2(horizon + 1))) * charged_sensitivity**2 / (2 * Fraction(sigma) ** 2)
     assert exact <= tree.cost.rho <= exact * (1 + Fraction(1, 10**14))
+    multiplier = sigma / float(charged_sensitivity)
     delta = 1e-6
     tree_event = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_SPECIAL)
-    tree_event.compose(dp_accounting.SingleEpochTreeAggregationDpEvent(sigma / sensitivity, horizon))
+    tree_event.compose(dp_accounting.SingleEpochTreeAggregationDpEvent(multiplier, horizon))
     gaussians = rdp.RdpAccountant()
-    gaussians.compose(dp_accounting.GaussianDpEvent(sigma / sensitivity), tree.depth)
+    gaussians.compose(dp_accounting.GaussianDpEvent(multiplier), tree.depth)
     charged = rdp.RdpAccountant()
     charged.compose(dp_accounting.ZCDpEvent(float(tree.cost.rho)))
     assert charged.get_epsilon(delta) == pytest.approx(tree_event.get_epsilon(delta), rel=1e-9)
@@ -86,8 +92,10 @@ def test_cost_calibration_is_rounded_up():
     account = zcdp_account(1)
     tree = BinaryTreeMechanism(account, 1000, (3,), 1.0, np.random.default_rng(0), cost=ZCDP(0.4))
     depth = Fraction(10)
-    assert depth / (2 * Fraction(tree.sigma) ** 2) <= Fraction(2, 5)
-    assert depth / (2 * Fraction(float(np.nextafter(tree.sigma, 0))) ** 2) > Fraction(2, 5)
+    charged = Fraction(tree.charged_sensitivity)
+    assert SLACK <= charged <= SLACK * (1 + Fraction(1, 10**15))
+    assert depth * charged**2 / (2 * Fraction(tree.sigma) ** 2) <= Fraction(2, 5)
+    assert depth * charged**2 / (2 * Fraction(float(np.nextafter(tree.sigma, 0))) ** 2) > Fraction(2, 5)
     assert account.spent.rho == Fraction(2, 5)
 
 
@@ -95,7 +103,7 @@ def test_default_spends_all_remaining():
     account = zcdp_account(0.5)
     tree = BinaryTreeMechanism(account, 64, (2, 2), 1.0, np.random.default_rng(0))
     assert account.remaining.rho == 0
-    assert tree.sigma == pytest.approx(math.sqrt(7 / (2 * 0.5)), rel=1e-15)  # L = 7 for T = 64
+    assert tree.sigma == pytest.approx(math.sqrt(7 / (2 * 0.5)) * float(SLACK), rel=1e-14)  # L = 7 for T = 64
     with pytest.raises(ValueError, match="no remaining zCDP budget"):
         BinaryTreeMechanism(account, 64, (2, 2), 1.0, np.random.default_rng(0))
 
@@ -193,8 +201,9 @@ def test_element_bounds_follow_the_relation():
     rng = np.random.default_rng(0)
     replace = BinaryTreeMechanism(zcdp_account(), 5, (2,), 2.0, rng, sigma=5.0)
     replace.append(np.array([0.6, 0.8]))  # norm 1 = Δ/2
+    replace.append(np.array([0.6, 0.8]) * (1 + 1e-12))  # within the 1e-9 relative float slack
     with pytest.raises(ValueError, match="norm .* > 1.0"):
-        replace.append(np.array([0.6, 0.8]) * (1 + 1e-12))
+        replace.append(np.array([0.6, 0.8]) * (1 + 1e-8))
     add_remove = BinaryTreeMechanism(zcdp_account(), 5, (2,), 2.0, rng, sigma=5.0, relation="add_remove")
     add_remove.append(np.array([1.2, 1.6]))  # norm 2 = Δ
     psd = BinaryTreeMechanism(zcdp_account(), 5, (2, 2), math.sqrt(2), rng, sigma=5.0, psd=True)
@@ -202,6 +211,24 @@ def test_element_bounds_follow_the_relation():
     plain = BinaryTreeMechanism(zcdp_account(), 5, (2, 2), math.sqrt(2), rng, sigma=5.0)
     with pytest.raises(ValueError, match="Frobenius norm"):
         plain.append(np.outer([0.6, 0.8], [0.6, 0.8]))
+
+
+def test_float_normalised_unit_vectors_are_accepted_and_the_slack_is_charged():
+    """x xᵀ of float-normalised unit vectors (envs/policies accept ‖x‖ ≤ 1 + 1e-9) fit Δ = √2 with psd."""
+    vectors = np.random.default_rng(11).normal(size=(1000, 5))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    outers = np.einsum("ni,nj->nij", vectors, vectors)
+    # Independently: how many of them a strict ‖x xᵀ‖_F <= 1 test rejects (exact rational Frobenius norm²).
+    strictly_over = sum(sum(Fraction(float(e)) ** 2 for e in outer.ravel()) > 1 for outer in outers)
+    assert strictly_over > 50
+    tree = BinaryTreeMechanism(zcdp_account(100.0), 1000, (5, 5), math.sqrt(2), np.random.default_rng(0),
+                               sigma=1.0, psd=True)
+    for outer in outers:
+        tree.append(outer)
+    assert tree.t == 1000
+    # The charge pays for Δ(1 + 2e-9): ρ >= L·2(1 + 2e-9)²/(2σ²) with L = 10, σ = 1.
+    assert tree.cost.rho >= 10 * 2 * (1 + Fraction(2, 10**9)) ** 2 / 2
+    assert tree.cost.rho <= 10 * 2 * (1 + Fraction(3, 10**9)) ** 2 / 2
 
 
 def test_psd_bound_certifies_the_sensitivity():
