@@ -17,11 +17,12 @@ from opacus.accountants.analysis.rdp import compute_rdp
 from opacus.optimizers import DPOptimizer
 from scipy import stats
 from scipy.optimize import minimize
-from scipy.special import expit, log_ndtr
+from scipy.special import expit, ndtr
 
 from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from dpglm.glm import LOGISTIC, PROBIT
 from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection
-from mechanisms.optim.dpsgd import ENGINES, chain_step_hook
+from mechanisms.optim.dpsgd import ENGINES, chain_step_hook, logistic_loss, probit_loss
 
 
 def _account(rho: float = 1e30):
@@ -238,13 +239,14 @@ def test_huge_budget_converges_to_the_logistic_mle(rng):
 
 
 def test_huge_budget_converges_to_the_constrained_probit_optimum(rng):
-    """A binding ellipsoid: compare with SLSQP on the same constrained, ridge-regularised probit loss."""
+    """A binding ellipsoid: compare with SLSQP on the same constrained, ridge-regularised probit GLM loss."""
     X, y = _logistic_data(rng, 300, 3, norm=3.0)
     center, V, radius, lam = np.zeros(3), np.diag([1.0, 4.0, 2.0]), 0.6, 3.0
 
-    def objective(theta):
+    def objective(theta):  # paper §4 GLM loss b(z) − yz, b(z) = zΦ(z) + φ(z), written out here
         z = X @ theta
-        return (-np.sum(y * log_ndtr(z) + (1 - y) * log_ndtr(-z)) + lam / 2 * theta @ theta) / len(y)
+        b = z * ndtr(z) + np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
+        return (np.sum(b - y * z) + lam / 2 * theta @ theta) / len(y)
 
     constraint = {"type": "ineq", "fun": lambda t: radius**2 - (t - center) @ V @ (t - center)}
     reference = minimize(objective, center, constraints=[constraint], method="SLSQP",
@@ -334,3 +336,48 @@ def test_constructor_rejects_bad_arguments(rng):
         DPSGD(_account(), "logistic", 3, clip=1.0)
     with pytest.raises(ValueError, match="engine"):
         DPSGD(_account(), "logistic", rng, clip=1.0, engine="jax")
+
+
+def _probit_glm_loss(z, y):
+    """b(z) − yz with b(z) = zΦ(z) + φ(z) (paper §4), in numpy, independent of the module."""
+    return z * ndtr(z) + np.exp(-z * z / 2) / np.sqrt(2 * np.pi) - y * z
+
+
+@pytest.mark.parametrize("name, family", [("logistic", LOGISTIC), ("probit", PROBIT)])
+def test_builtin_losses_are_the_glm_loss_of_the_family(name, family):
+    """ℓ(z, y) = b(z) − yz as in dpglm.glm, and its z-derivative is μ(z) − y (central differences)."""
+    z = np.array([-30.0, -8.0, -2.5, -0.3, 0.0, 0.7, 3.0, 9.0, 25.0])
+    y = np.array([1.0, 1.0, 0.0, 0.4, 1.0, 0.0, 1.0, 0.0, 0.5])
+    loss = {"logistic": logistic_loss, "probit": probit_loss}[name]
+    value = loss(torch.from_numpy(z), torch.from_numpy(y)).numpy()
+    # rtol 1e-10: torch's softplus returns z itself above z = 20 (relative error log(1 + e⁻ᶻ)/z < 1e-10)
+    np.testing.assert_allclose(value, family.nll_per_sample(np.ones(1), z[:, None], y), rtol=1e-10, atol=1e-12)
+    if name == "probit":
+        np.testing.assert_allclose(value, _probit_glm_loss(z, y), rtol=1e-12, atol=1e-12)
+    h = 1e-5
+    difference = (loss(torch.from_numpy(z + h), torch.from_numpy(y)) - loss(torch.from_numpy(z - h), torch.from_numpy(y)))
+    np.testing.assert_allclose(difference.numpy() / (2 * h), family.mu(z) - y, atol=1e-8)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_probit_step_is_the_glm_gradient_which_clip_one_never_binds(rng, engine):
+    """‖(Φ(z) − y)x‖ ≤ ‖x‖ ≤ 1, so with C = 1 one step is θ₀ − lr·∇[(1/n)Σ(b(z_i) − y_i z_i)] exactly.
+
+    The rows reach |z| = 8, where the Bernoulli NLL's gradient would be ≈ 8‖x‖ and get clipped.
+    """
+    X = rng.normal(size=(40, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    y = rng.random(40)
+    theta0 = np.array([8.0, 0.0, 0.0])
+    X[:4] = [[1.0, 0, 0], [-1.0, 0, 0], [0.99, 0.1, 0], [-0.99, 0, 0.1]]
+    y[:4] = [0.0, 1.0, 0.0, 1.0]
+    release = DPSGD(_account(), "probit", np.random.default_rng(1), clip=1.0, engine=engine).fit(
+        X, y, noise_multiplier=1e-12, steps=1, lr=0.5, theta0=theta0, projection=BallProjection(20.0)
+    )
+    expected = theta0 - 0.5 * PROBIT.grad(theta0, X, y) / 40
+    np.testing.assert_allclose(release.value, expected, atol=1e-6)  # opacus's clip factor C/(‖g‖ + 1e-6)
+    # the same gradient by central differences of the loss written out in this test
+    h = 1e-6
+    fd = np.array([(_probit_glm_loss(X @ (theta0 + h * e), y).sum() - _probit_glm_loss(X @ (theta0 - h * e), y).sum())
+                   / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(release.value, theta0 - 0.5 * fd / 40, atol=1e-6)
