@@ -23,6 +23,7 @@ from mechanisms.release import Release, check_generator, check_positive, check_r
 __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
+    "element_bound",
     "gaussian_rho",
     "gaussian_sigma_for",
     "laplace_epsilon",
@@ -110,22 +111,76 @@ def _as_statistic(x: object) -> np.ndarray:
     return array
 
 
-def _checked_sum(contributions: object, sensitivity: float, relation: str, order: int) -> np.ndarray:
+def element_bound(
+    sensitivity: float, relation: str, *, order: int = 2, nonnegative: bool = False, scalar: bool = False
+) -> float:
+    """Largest norm B of one user's element that certifies sensitivity Δ of a sum of elements.
+
+    Every pair a, a' of admissible elements (‖·‖ ≤ B) must satisfy ‖a − a'‖ ≤ Δ.
+
+    - ``"add_remove"``: the neighbour has nothing (0) in place of a, so B = Δ.
+    - ``"replace_one"``, general elements: ‖a − a'‖ ≤ ‖a‖ + ‖a'‖ (triangle
+      inequality, tight for a' = −a), so B = Δ/2.
+    - ``"replace_one"``, ``nonnegative`` with ``order=2``: elements with
+      ⟨a, a'⟩ ≥ 0 for every admissible pair — coordinate-wise non-negative
+      vectors, or PSD matrices in the Frobenius inner product (tr(AA') ≥ 0) —
+      have ‖a − a'‖₂² = ‖a‖² + ‖a'‖² − 2⟨a, a'⟩ ≤ 2B², so B = Δ/√2 (tight for
+      orthogonal supports; rounded down one ulp so that √2·B ≤ Δ holds in floats).
+    - ``"replace_one"``, ``nonnegative`` and ``scalar`` (one entry per element,
+      e.g. a reward or a bit in [0, B]): |a − a'| ≤ max(a, a') ≤ B, so B = Δ in
+      any norm.
+    - ``"replace_one"``, ``nonnegative`` with ``order=1`` and more than one entry:
+      NO saving. ‖a − a'‖₁ = Σᵢ|aᵢ − a'ᵢ| ≤ ‖a‖₁ + ‖a'‖₁ = 2B is attained by
+      disjoint supports (a = B e₁, a' = B e₂), so B = Δ/2 as in general.
+
+    Parameters
+    ----------
+    sensitivity : float
+        Δ > 0.
+    relation : {"replace_one", "add_remove"}
+    order : {1, 2}
+        The norm (1: L1 for Laplace; 2: L2, or Frobenius for matrices).
+    nonnegative : bool
+        Every admissible pair has a non-negative inner product (see above).
+    scalar : bool
+        Elements have a single entry.
+    """
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 or 2, got {order!r}")
+    if relation == "add_remove":
+        return sensitivity
+    if nonnegative and scalar:
+        return sensitivity
+    if nonnegative and order == 2:
+        return float(np.nextafter(sensitivity / np.sqrt(2.0), 0.0))
+    return sensitivity / 2.0
+
+
+def _checked_sum(
+    contributions: object, sensitivity: float, relation: str, order: int, nonnegative: bool = False
+) -> np.ndarray:
     """Sum per-user rows after checking each row's L``order`` norm against the bound that certifies Δ.
 
-    A row of norm ≤ B changes the sum by ≤ Δ when its user is replaced (B = Δ/2,
-    triangle inequality) or removed (B = Δ).
+    The bound is :func:`element_bound`: Δ/2 (replace-one), Δ (add/remove); with
+    ``nonnegative`` rows (every entry ≥ 0, checked) Δ for single-entry rows and
+    Δ/√2 for L2 rows under replace-one.
     """
     rows = _as_statistic(contributions)
     if rows.ndim < 1:
         raise ValueError("contributions must have shape (n_users, ...), one row per user, got a scalar")
-    bound = sensitivity / 2.0 if relation == "replace_one" else sensitivity
-    norms = np.linalg.norm(rows.reshape(rows.shape[0], -1), ord=order, axis=1)
+    if not isinstance(nonnegative, bool):
+        raise TypeError(f"nonnegative must be a bool, got {type(nonnegative).__name__}")
+    flat = rows.reshape(rows.shape[0], -1)
+    if nonnegative and np.any(flat < 0):
+        negative = int(np.argmax(np.any(flat < 0, axis=1)))
+        raise ValueError(f"contributions[{negative}] has a negative entry; nonnegative=True needs every entry >= 0")
+    bound = element_bound(sensitivity, relation, order=order, nonnegative=nonnegative, scalar=flat.shape[1] == 1)
+    norms = np.linalg.norm(flat, ord=order, axis=1)
     worst = int(np.argmax(norms))
     if norms[worst] > bound:
         raise ValueError(
             f"contributions[{worst}] has L{order} norm {float(norms[worst])!r} > {bound!r}, the bound certified by "
-            f"sensitivity={sensitivity!r} under relation={relation!r}"
+            f"sensitivity={sensitivity!r} under relation={relation!r}" + (" for non-negative rows" if nonnegative else "")
         )
     return rows.sum(axis=0)
 
@@ -223,18 +278,23 @@ class GaussianMechanism:
         noisy = statistic + self.rng.normal(0.0, self.sigma, size=statistic.shape)
         return _to_release(noisy, receipt)
 
-    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
+                    nonnegative: bool = False) -> Release:
         """Release the sum of per-user rows + N(0, σ² I), each row's L2 norm checked first.
 
         Each row must have ‖row‖₂ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
         which certifies the declared sensitivity of the sum; then as :meth:`release`.
+        With ``nonnegative=True`` (every entry ≥ 0, checked) the replace-one bound is
+        Δ for single-entry rows (rewards or bits in [0, Δ]: |a − a'| ≤ max(a, a'))
+        and Δ/√2 for longer rows (⟨a, a'⟩ ≥ 0); derivation in :func:`element_bound`.
 
         Raises
         ------
         ValueError
-            If a row is too long (the message names its index); nothing is charged.
+            If a row is too long or, with ``nonnegative``, has a negative entry (the
+            message names its index); nothing is charged.
         """
-        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 2),
+        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 2, nonnegative),
                             partition=partition, note=note)
 
 
@@ -309,16 +369,22 @@ class LaplaceMechanism:
         noisy = statistic + self.rng.laplace(0.0, self.scale, size=statistic.shape)
         return _to_release(noisy, receipt)
 
-    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
+                    nonnegative: bool = False) -> Release:
         """Release the sum of per-user rows + Laplace noise, each row's L1 norm checked first.
 
         Each row must have ‖row‖₁ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
         which certifies the declared L1 sensitivity of the sum; then as :meth:`release`.
+        With ``nonnegative=True`` (every entry ≥ 0, checked) single-entry rows may
+        reach Δ under replace-one (|a − a'| ≤ max(a, a')); rows of two or more
+        entries gain nothing in L1 (disjoint supports reach ‖a‖₁ + ‖a'‖₁), see
+        :func:`element_bound`.
 
         Raises
         ------
         ValueError
-            If a row is too long (the message names its index); nothing is charged.
+            If a row is too long or, with ``nonnegative``, has a negative entry (the
+            message names its index); nothing is charged.
         """
-        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 1),
+        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 1, nonnegative),
                             partition=partition, note=note)

@@ -244,3 +244,62 @@ def test_release_sum_mean_is_the_exact_sum(rng):
     noise = np.asarray(mechanism.release_sum(rows).value) - rows.sum(axis=0)
     assert abs(noise.mean()) < 5 * 0.5 / np.sqrt(rows.shape[1])
     assert noise.std() == pytest.approx(0.5, rel=0.03)
+
+
+# ----- non-negative rows ----------------------------------------------------------------------------
+
+
+def brute_force_replace_sensitivity(rows, order):
+    """Slow reference: max ‖a − b‖ over every pair of the given admissible rows."""
+    return max(np.linalg.norm(a - b, ord=order) for a in rows for b in rows)
+
+
+def test_nonnegative_scalar_rows_reach_the_full_sensitivity(rng):
+    """Rewards in [0, B] under replace-one: |a − b| ≤ B, so rows up to Δ = B certify Δ (not Δ/2)."""
+    grid = np.linspace(0.0, 1.0, 101)
+    assert brute_force_replace_sensitivity(grid[:, None], 2) == 1.0  # the replace-one Δ of [0, 1] rewards is 1
+    rewards = rng.uniform(0.0, 1.0, size=200)
+    rewards[0] = 1.0
+    account = zcdp_account(10)
+    gaussian = GaussianMechanism(account, 1.0, rng, sigma=1.0)
+    with pytest.raises(ValueError, match=r"contributions\[0\] has L2 norm 1.0 > 0.5"):
+        gaussian.release_sum(rewards)
+    assert account.spent.rho == 0
+    assert isinstance(gaussian.release_sum(rewards, nonnegative=True).value, float)
+    assert account.spent.rho == Fraction(1, 2)
+    laplace = LaplaceMechanism(pure_account(5), 1.0, rng, scale=1.0)
+    laplace.release_sum(rewards[:, None], nonnegative=True)  # (n, 1) rows are scalars too
+    with pytest.raises(ValueError, match=r"contributions\[2\] has a negative entry"):
+        laplace.release_sum(np.array([0.5, 0.2, -0.1]), nonnegative=True)
+    with pytest.raises(ValueError, match="L1 norm"):
+        laplace.release_sum(np.array([0.5, 1.01]), nonnegative=True)
+
+
+def test_nonnegative_vector_rows_save_sqrt2_in_l2_and_nothing_in_l1():
+    """Disjoint supports are the worst case: ‖a − b‖₂ = √2·B but ‖a − b‖₁ = 2B."""
+    bound = 1.0
+    disjoint = np.array([[bound, 0.0], [0.0, bound]])
+    assert brute_force_replace_sensitivity(disjoint, 2) == pytest.approx(np.sqrt(2) * bound)
+    assert brute_force_replace_sensitivity(disjoint, 1) == 2 * bound
+    angles = np.linspace(0.0, np.pi / 2, 400)  # every non-negative direction in 2-D, norm B
+    arc = bound * np.column_stack([np.cos(angles), np.sin(angles)])
+    assert brute_force_replace_sensitivity(arc, 2) <= np.sqrt(2) * bound + 1e-12
+    rng = np.random.default_rng(1)
+    gaussian = GaussianMechanism(zcdp_account(10), np.sqrt(2) * bound, rng, sigma=1.0)
+    rows = 0.999999 * arc[::50]  # L2 norm just under B = Δ/√2 > Δ/2
+    with pytest.raises(ValueError, match="L2 norm"):
+        gaussian.release_sum(rows)
+    gaussian.release_sum(rows, nonnegative=True)
+    with pytest.raises(ValueError, match="L2 norm"):
+        gaussian.release_sum(rows * 1.00001, nonnegative=True)
+    laplace = LaplaceMechanism(pure_account(5), 2 * bound, rng, scale=1.0)  # Δ₁ = 2B for L1 rows of norm B
+    with pytest.raises(ValueError, match="L1 norm"):
+        laplace.release_sum(disjoint * 1.01, nonnegative=True)  # L1 1.01 > Δ/2: no saving in L1
+    laplace.release_sum(disjoint, nonnegative=True)
+
+
+def test_nonnegative_does_not_change_add_remove():
+    gaussian = GaussianMechanism(zcdp_account(10), 1.0, np.random.default_rng(2), sigma=1.0, relation="add_remove")
+    gaussian.release_sum(np.array([[0.6, 0.8]]), nonnegative=True)  # norm 1 = Δ, as without the option
+    with pytest.raises(ValueError, match="L2 norm"):
+        gaussian.release_sum(np.array([[0.6, 0.8]]) * 1.001, nonnegative=True)
