@@ -204,11 +204,13 @@ class ShuffleBitSum:
         a = self.gamma / 2.0
         return self.n_users * a * (1.0 - a) / (1.0 - self.gamma) ** 2
 
-    def release(self, bits: np.ndarray, *, method: str = "counts") -> Release:
+    def release(self, bits: np.ndarray, *, method: str = "counts", partition: str | None = None) -> Release:
         """Charge ApproxDP(epsilon, delta), then run the protocol on ``bits``; the debiased sum.
 
         ``method="counts"`` samples the count ``Bin(#ones, 1 - gamma/2) + Bin(#zeros, gamma/2)``
         (exactly the law of the shuffled count); ``"messages"`` runs randomizer, shuffler, analyzer.
+        ``partition`` is passed to the charge: releases on disjoint users under different
+        keys compose by max in the ledger.
         """
         x = _check_bits(bits, self.n_users)
         method = _check_method(method)
@@ -216,6 +218,7 @@ class ShuffleBitSum:
             ApproxDP(self.epsilon, self.delta),
             mechanism="ShuffleBitSum",
             relation=self.relation,
+            partition=partition,
             note=f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant",
         )
         if method == "messages":
@@ -426,7 +429,7 @@ class ShuffleVectorSum:
             raise ValueError("values must be symmetric matrices")
         return arr[:, self._rows, self._cols]
 
-    def release(self, values: np.ndarray, *, method: str = "counts") -> Release:
+    def release(self, values: np.ndarray, *, method: str = "counts", partition: str | None = None) -> Release:
         """Charge ApproxDP(epsilon, delta), then run the protocol; the estimated sum of ``values``.
 
         Parameters
@@ -435,6 +438,9 @@ class ShuffleVectorSum:
             Shape ``(n_users, d)`` or ``(n_users, d, d)`` (symmetric), entries in ``[-bound, bound]``.
         method : str
             ``"counts"`` (exact-in-distribution count simulation) or ``"messages"``.
+        partition : str, optional
+            Passed to the charge: releases on disjoint users under different keys
+            compose by max in the ledger (e.g. the batches of Algorithm 1).
         """
         flat = _check_values(self._flatten(values), self.bound)
         method = _check_method(method)
@@ -442,6 +448,7 @@ class ShuffleVectorSum:
             ApproxDP(self.epsilon, self.delta),
             mechanism="ShuffleVectorSum",
             relation=self.relation,
+            partition=partition,
             note=(
                 f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
                 f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)"

@@ -179,6 +179,7 @@ class ShufflePGD:
         theta0: np.ndarray | None = None,
         levels: int | None = None,
         method: str = "counts",
+        partition: str | None = None,
     ) -> Release:
         """Run P_GD on ``(X, y)``; the average iterate as a :class:`~mechanisms.Release`.
 
@@ -202,6 +203,9 @@ class ShufflePGD:
             Rounding resolution of the summation; default ``max(ceil(2 sqrt n), d, 4)``.
         method : str
             ``"counts"`` or ``"messages"`` (see :mod:`mechanisms.shuffle`).
+        partition : str, optional
+            Passed to the charge: runs on disjoint users under different keys compose
+            by max in the ledger.
         """
         X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -229,6 +233,7 @@ class ShufflePGD:
             ApproxDP(charged_eps, delta),
             mechanism="ShufflePGD",
             relation=self.relation,
+            partition=partition,
             note=(
                 f"P_GD: T={iterations} rounds at (eps0={round_epsilon}, delta0={round_delta}) composed by "
                 f"PLD; n={n}, d={d}, clip={self.clip}, radius={self.radius}, levels={levels}, noise_bits={noise_bits}"

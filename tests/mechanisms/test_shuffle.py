@@ -230,3 +230,17 @@ def test_bad_input_raises_naming_the_argument():
         ShuffleBitSum(account, 4, np.random.RandomState(0), epsilon=1.0, delta=1e-3)
     spent = account.spent
     assert spent == ApproxDP(0, 0)  # nothing above was charged
+
+
+def test_partition_keys_compose_by_max():
+    """Two releases on disjoint users (different keys) fit a budget that holds only one sequentially."""
+    rng = np.random.default_rng(43)
+    account = _account(1.5, 2e-6)
+    mech = ShuffleVectorSum(account, 50, (2,), 1.0, rng, epsilon=1.0, delta=1e-6)
+    first = mech.release(np.zeros((50, 2)), partition="batch-1")
+    second = mech.release(np.zeros((50, 2)), partition="batch-2")
+    assert first.receipt.partition == "batch-1" and second.receipt.partition == "batch-2"
+    state = rng.bit_generator.state
+    with pytest.raises(BudgetExceeded):
+        mech.release(np.zeros((50, 2)), partition="batch-1")
+    assert rng.bit_generator.state == state
