@@ -24,12 +24,15 @@ Mechanisms are found where ``RarelySwitchingBandit`` keeps them:
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["CouplingResult", "NoiseCoupling", "coupled_actions", "couple_policy"]
+__all__ = ["BanditCouplingAudit", "CouplingReport", "CouplingResult", "NoiseCoupling", "coupled_actions",
+           "couple_policy"]
 
 
 class NoiseCoupling:
@@ -147,3 +150,100 @@ def coupled_actions(make_policy: Callable[[], object], arms: np.ndarray, rewards
     uncoupled = sum(w.uncoupled for w in wrappers)
     coupled = sum(w._calls for w in wrappers) - uncoupled
     return CouplingResult(actions_null, actions_alternative, tuple(sorted(logs)), coupled, uncoupled)
+
+
+@dataclass(frozen=True)
+class CouplingReport:
+    """Result of :class:`BanditCouplingAudit`: a verdict over several coupled pairs of runs."""
+
+    audit: str
+    mechanism: str
+    claimed_epsilon: float
+    claimed_delta: float
+    runs: int
+    identical_pairs: int
+    pairs_with_both_arms_played: int
+    first_divergences: tuple[int | None, ...]
+    coupled_calls: int
+    verdict: str
+    seed: int
+    seconds: float
+    parameters: dict
+    method: str = "noise coupling"
+    statistic: str = "actions at rounds ≥ 2"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+
+    def summary(self) -> str:
+        diverged = [d for d in self.first_divergences if d is not None]
+        detail = "all bit-identical" if not diverged else f"diverged in {len(diverged)} (first at round {diverged[0]})"
+        return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
+                f"coupled pairs={self.runs}: {detail}  {self.verdict}")
+
+
+class BanditCouplingAudit:
+    """The noise-coupling audit of a joint-DP policy over ``runs`` seeds (verdict "violated" on any divergence).
+
+    The game: arms e₁, e₂ at every round ≥ 2 with fixed Bernoulli(0.3 / 0.6)
+    rewards drawn once from the seed; round 1 offers only e₁ with reward 0
+    (``D0``) or only e₂ with reward 1 (``D1``), so whichever arm the policy
+    pulls, user 1's data differs.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The policy's (ε, δ) (its ledger's total budget: the claim).
+    horizon : int
+        Rounds T per run.
+    policy_class : type
+        ``dpglm.policies.joint_dp.JointDPGLMBandit`` or a subclass (planted bugs).
+    """
+
+    mechanism = "JointDPGLMBandit"
+
+    def __init__(self, epsilon: float, delta: float = 0.01, *, horizon: int = 300,
+                 policy_class: type | None = None, preset: str = "calibrated", name: str = "bandit-coupling") -> None:
+        from dpglm.policies.joint_dp import JointDPGLMBandit  # noqa: PLC0415
+
+        if not (isinstance(epsilon, (int, float)) and epsilon > 0):
+            raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+        if not (isinstance(delta, float) and 0 < delta < 1):
+            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
+            raise ValueError(f"horizon must be an int ≥ 2, got {horizon!r}")
+        self.epsilon, self.delta, self.horizon, self.preset = float(epsilon), delta, horizon, preset
+        self.policy_class = JointDPGLMBandit if policy_class is None else policy_class
+        self.name = name
+
+    def game(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(arms, rewards, first_arms, first_rewards) of the coupling game."""
+        arms = np.tile(np.eye(2), (self.horizon, 1, 1))
+        arms[0] = [[1.0, 0.0], [1.0, 0.0]]
+        rewards = (rng.random((self.horizon, 2)) < [0.3, 0.6]).astype(float)
+        rewards[0] = 0.0
+        return arms, rewards, np.array([[0.0, 1.0], [0.0, 1.0]]), np.ones(2)
+
+    def run(self, runs: int = 5, seed: int = 0) -> CouplingReport:
+        """Play ``runs`` coupled pairs, each with its own policy seed."""
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ValueError(f"runs must be an int ≥ 1, got {runs!r}")
+        start = time.perf_counter()
+        game = self.game(np.random.default_rng(seed))
+        divergences, calls, varied = [], 0, 0
+        for policy_seed in np.random.SeedSequence(seed).generate_state(runs):
+            def make_policy(policy_seed: int = int(policy_seed)) -> object:
+                return self.policy_class("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta,
+                                         np.random.default_rng(policy_seed), preset=self.preset)
+            result = coupled_actions(make_policy, *game)
+            divergences.append(result.first_divergence)
+            calls += result.coupled_calls
+            varied += np.unique(result.actions_null[1:]).size > 1
+        identical = sum(d is None for d in divergences)
+        return CouplingReport(
+            audit=self.name, mechanism=self.mechanism, claimed_epsilon=self.epsilon, claimed_delta=self.delta,
+            runs=runs, identical_pairs=identical, pairs_with_both_arms_played=varied, first_divergences=tuple(divergences), coupled_calls=calls,
+            verdict="consistent" if identical == runs else "violated", seed=seed,
+            seconds=time.perf_counter() - start,
+            parameters={"horizon": self.horizon, "preset": self.preset, "policy_class": self.policy_class.__name__},
+        )

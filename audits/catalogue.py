@@ -30,9 +30,11 @@ class AuditSpec:
     name : str
         Command-line name.
     build : callable
-        ``build(epsilon, quick) -> Audit``.
+        ``build(epsilon, quick)``: an :class:`~audits.base.Audit`, or a
+        :class:`~audits.bandit.BanditCouplingAudit` (same ``run(runs, seed)``).
     runs, quick_runs : int
-        Main runs per neighbour at full and quick size.
+        Main runs per neighbour at full and quick size (coupled pairs for
+        the bandit coupling).
     expected : str
         ``"consistent"`` (real mechanism) or ``"violated"`` (planted bug).
     epsilons : tuple of float
@@ -42,7 +44,7 @@ class AuditSpec:
     """
 
     name: str
-    build: Callable[[float, bool], Audit]
+    build: Callable[[float, bool], object]
     runs: int
     quick_runs: int
     expected: str
@@ -103,6 +105,15 @@ def _dpsgd(mechanism_class: type | None, name: str) -> Callable[[float, bool], A
     return build
 
 
+def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], object]:
+    def build(epsilon: float, quick: bool) -> object:
+        from audits.bandit import BanditCouplingAudit  # noqa: PLC0415
+
+        policy_class = None if policy_attribute is None else _planted(policy_attribute)
+        return BanditCouplingAudit(epsilon, horizon=300, policy_class=policy_class, name=name)
+    return build
+
+
 def _planted(attribute: str) -> type:
     import audits.planted  # noqa: PLC0415
 
@@ -129,6 +140,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
               "shuffled bit sum, one bit flipped, count and position-0 statistics"),
     AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, "consistent", EPSILONS,
               "full-batch DP-SGD, Dirac gradient canary, last iterate"),
+    AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, "consistent", (1.0, 4.0),
+              "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
     AuditSpec("gaussian-halved-sensitivity", _with_planted(_gaussian, "HalvedSensitivityGaussian",
                                                            "gaussian-halved-sensitivity"),
               20_000, 5_000, "violated", (1.0,), "planted: Gaussian noise for Δ/2"),
@@ -142,6 +155,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
               5_000, 1_000, "violated", (1.0,), "planted: batch rewards reused in later batches"),
     AuditSpec("shuffle-unshuffled", _shuffle(True, "shuffle-unshuffled"), 20_000, 2_000, "violated", (1.0,),
               "planted: a shuffler that does not shuffle"),
+    AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, "violated", (4.0,),
+              "planted: the joint-DP bandit deciding from the exact Gram matrix"),
     AuditSpec("dpsgd-add-remove-noise", _with_planted(_dpsgd, "AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
               20_000, 10_000, "violated", (1.0,), "planted: DP-SGD noise for sensitivity C, not 2C"),
 )}

@@ -4,7 +4,8 @@ For every audit and ε it prints the claimed (ε, δ), the certified lower bound
 at 95 %, the runs used and the verdict; it writes ``NAME-epsE.json`` (the full
 result record) and ``NAME-epsE.png`` (histograms of the chosen statistic on
 the two neighbours, with the threshold) under ``--out``, and a summary
-``summary.json`` / ``summary.csv``. The exit status is 0 when every real
+``summary.json`` / ``summary.csv``. The bandit coupling audits have no score
+distribution (their output is two action sequences) and no plot. The exit status is 0 when every real
 mechanism is "consistent" and every planted bug "violated", 1 otherwise.
 """
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         stem = os.path.join(args.out, f"{spec.name}-eps{eps:g}")
         with open(stem + ".json", "w", encoding="utf-8") as handle:
             handle.write(result.to_json())
-        if not args.no_plots:
+        if not args.no_plots and hasattr(result, "scores_null"):
             _plot(result, stem + ".png")
         ok = result.verdict == spec.expected
         failures += not ok

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from audits.bandit import coupled_actions
+from audits.bandit import BanditCouplingAudit, coupled_actions
 from audits.planted import ExactGramBandit
 from dpglm.policies.joint_dp import JointDPGLMBandit
 
@@ -46,3 +46,10 @@ def test_shapes_are_checked(game):
     arms, rewards, first_arms, first_rewards = game
     with pytest.raises(ValueError, match="arms"):
         coupled_actions(_policy(JointDPGLMBandit), arms[:, :, 0], rewards, first_arms, first_rewards)
+
+
+def test_coupling_audit_report_verdicts():
+    real = BanditCouplingAudit(4.0, horizon=HORIZON).run(runs=2, seed=1)
+    assert real.verdict == "consistent" and real.pairs_with_both_arms_played == 2
+    planted = BanditCouplingAudit(4.0, horizon=HORIZON, policy_class=ExactGramBandit).run(runs=1, seed=1)
+    assert planted.verdict == "violated" and planted.identical_pairs == 0
