@@ -1,0 +1,253 @@
+"""``dpglm reproduce shuffle``: the shuffle-DP batched bandit (paper Alg. 1) on stochastic contexts.
+
+Grid (issue 5): probit (S = 3) and logistic (S = 3.5) rewards, d ∈ {3, 5}, K = 20 arms
+uniform in the unit ball, T ∈ {5000, 20000}, ε ∈ {2, 4, 8}, δ = 0.02; algorithms
+``ShuffleDP-GLM`` (:class:`dpglm.policies.batched.ShuffleDPGLMBandit`), the non-private
+``B-GLinCB`` on the same schedule, ``RS-GLinUCB`` and the joint-DP ``Private-GLM``
+(paper Alg. 2, ``calibrated`` preset). Seeds follow :class:`dpglm.experiments.sweep.Cell`
+(the environment of an (instance, seed) is shared by every algorithm and ε).
+
+Outputs in ``--out``: ``shuffle_runs.csv`` (one row per run and recorded round: algorithm,
+ε, instance, seed, t, regret, seconds, guarantee), ``shuffle_table.csv`` (final regret, mean
+and standard error per algorithm × instance × ε, and the ratio R(20000)/R(5000)),
+``shuffle_<family>_d<d>.png`` (mean regret curves), and ``ledgers/<run>.json`` (each
+private run's ledger: the budget tree, its guarantee against the asked (ε, δ), and for
+ShuffleDP-GLM the receipt of every per-batch release with its partition key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FAMILIES = {"probit": 3.0, "logistic": 3.5}
+ALGORITHMS = ("ShuffleDP-GLM", "B-GLinCB", "RS-GLinUCB", "Private-GLM")
+PRIVATE = ("ShuffleDP-GLM", "Private-GLM")
+COLUMNS = ("algorithm", "epsilon", "delta", "family", "d", "K", "T", "S", "seed", "t", "regret", "seconds",
+           "guarantee_epsilon", "guarantee_delta", "batch_lengths")
+DELTA = 0.02
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=5, help="runs per configuration (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: probit, d=3, T in {500, 2000}, eps=8, 1 run, no Private-GLM")
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--dims", nargs="+", type=int, default=[3, 5], help="d values (default 3 5)")
+    parser.add_argument("--horizons", nargs="+", type=int, default=[5000, 20000], help="T values")
+    parser.add_argument("--epsilons", nargs="+", type=float, default=[2.0, 4.0, 8.0])
+    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+    parser.add_argument("--n-jobs", type=int, default=1, help="joblib workers (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    parser.add_argument("--out", default="results/shuffle", help="output directory (default results/shuffle)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def build_cells(args: argparse.Namespace) -> list:
+    """Every run, as :class:`dpglm.experiments.sweep.Cell` (for its seeding convention)."""
+    from dpglm.experiments.sweep import Cell, Instance
+
+    if isinstance(args.runs, bool) or not isinstance(args.runs, int) or args.runs < 1:
+        raise ValueError(f"--runs must be an int >= 1, got {args.runs!r}")
+    if args.quick:
+        families, dims, horizons, epsilons, runs = ["probit"], [3], [500, 2000], [8.0], 1
+        algorithms = [a for a in args.algorithms if a != "Private-GLM"]
+    else:
+        families, dims, horizons, epsilons, runs = args.families, args.dims, args.horizons, args.epsilons, args.runs
+        algorithms = list(args.algorithms)
+    for name, values in (("--dims", dims), ("--horizons", horizons)):
+        if any(isinstance(v, bool) or v < 1 for v in values):
+            raise ValueError(f"{name} must be ints >= 1, got {values}")
+    if any(not (math.isfinite(e) and e > 0) for e in epsilons):
+        raise ValueError(f"--epsilons must be finite numbers > 0, got {epsilons}")
+    cells, index = [], 0
+    for family in families:
+        for d in dims:
+            for T in horizons:
+                instance = Instance(family, int(d), 20, FAMILIES[family], int(T))
+                for seed in range(runs):
+                    for algorithm in algorithms:
+                        options = {"preset": "calibrated"} if algorithm == "Private-GLM" else {}
+                        for eps in (epsilons if algorithm in PRIVATE else [math.inf]):
+                            cells.append(Cell(algorithm, instance, index, float(eps), DELTA, seed, args.seed,
+                                              max(1, int(T) // 100), options))
+                index += 1
+    return cells
+
+
+def _ledger_record(policy: Any, cell: Any) -> dict[str, Any]:
+    """The run's ledger as JSON, plus (ShuffleDP-GLM) each per-batch receipt with its partition."""
+    guarantee = policy.ledger.guarantee()
+    record = {
+        "algorithm": cell.algorithm,
+        "asked": {"epsilon": cell.epsilon, "delta": cell.delta},
+        "guaranteed": {"epsilon": float(guarantee.eps), "delta": float(getattr(guarantee, "delta", 0))},
+        "report": policy.ledger.report(),
+        "ledger": json.loads(policy.ledger.to_json()),
+    }
+    if cell.algorithm == "ShuffleDP-GLM":
+        receipts = []
+        for half, releases in (("covariance", policy.design_sum.releases), ("parameter", policy.estimator.releases)):
+            for batch, release in sorted(releases.items()):
+                r = release.receipt
+                receipts.append({"half": half, "batch": batch, "partition": r.partition, "mechanism": r.mechanism,
+                                 "charged_epsilon": float(r.charged.eps), "charged_delta": float(r.charged.delta),
+                                 "note": r.note})
+        record["batch_lengths"] = list(policy.schedule.lengths)
+        record["per_batch_receipts"] = receipts
+        record["covariance_noise_sd"] = {str(k): v for k, v in policy.design_sum.noise_sd.items()}
+    return record
+
+
+def run_cell(cell: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One run: its rows and (private runs) its ledger record."""
+    import numpy as np
+
+    from dpglm.envs import StochasticContextEnv
+    from dpglm.experiments.sweep import build_policy
+    from dpglm.policies import run_policy_record
+    from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy
+
+    inst = cell.instance
+    env = StochasticContextEnv(inst.family, inst.d, inst.n_arms, inst.S, inst.horizon,
+                               np.random.default_rng(cell.env_seed()))
+    policy_rng = np.random.default_rng(cell.policy_seed())
+    start = time.process_time()
+    if cell.algorithm == "ShuffleDP-GLM":
+        policy = ShuffleDPGLMBandit(inst.family, inst.d, inst.horizon, inst.S, policy_rng, epsilon=cell.epsilon,
+                                    delta=cell.delta)
+        record = run_batched_policy(policy, env)
+    elif cell.algorithm == "B-GLinCB":
+        policy = BGLinCB(inst.family, inst.d, inst.horizon, inst.S, policy_rng, delta=cell.delta)
+        record = run_batched_policy(policy, env)
+    else:
+        policy = build_policy(cell, env)
+        record = run_policy_record(policy, env)
+    seconds = time.process_time() - start
+    private = cell.algorithm in PRIVATE
+    ledger = _ledger_record(policy, cell) if private else None
+    base = {
+        "algorithm": cell.algorithm, "epsilon": cell.epsilon, "delta": cell.delta, "family": inst.family,
+        "d": inst.d, "K": inst.n_arms, "T": inst.horizon, "S": inst.S, "seed": cell.seed, "seconds": seconds,
+        "guarantee_epsilon": ledger["guaranteed"]["epsilon"] if private else "",
+        "guarantee_delta": ledger["guaranteed"]["delta"] if private else "",
+        "batch_lengths": " ".join(map(str, policy.schedule.lengths)) if hasattr(policy, "schedule") else "",
+    }
+    ts = list(range(cell.record_every, inst.horizon + 1, cell.record_every))
+    if not ts or ts[-1] != inst.horizon:
+        ts.append(inst.horizon)
+    return [{**base, "t": t, "regret": float(record.regret[t - 1])} for t in ts], ledger
+
+
+def _run_name(cell: Any) -> str:
+    inst = cell.instance
+    eps = "" if math.isinf(cell.epsilon) else f"_eps{cell.epsilon:g}"
+    return f"{cell.algorithm}_{inst.family}_d{inst.d}_T{inst.horizon}{eps}_seed{cell.seed}"
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Final regret per (algorithm, family, d, T, ε): mean, standard error, runs; plus R(T)/R(T_min)."""
+    final: dict[tuple, list[float]] = defaultdict(list)
+    for row in rows:
+        if row["t"] == row["T"]:
+            final[(row["algorithm"], row["family"], row["d"], row["T"], row["epsilon"])].append(row["regret"])
+    table = []
+    for key in sorted(final, key=lambda k: (k[1], k[2], k[0], k[4], k[3])):
+        values = final[key]
+        n = len(values)
+        mean = sum(values) / n
+        se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else float("nan")
+        table.append({"algorithm": key[0], "family": key[1], "d": key[2], "T": key[3], "epsilon": key[4],
+                      "runs": n, "regret_mean": mean, "regret_se": se})
+    smallest = {}
+    for entry in table:
+        k = (entry["algorithm"], entry["family"], entry["d"], entry["epsilon"])
+        if k not in smallest or entry["T"] < smallest[k]["T"]:
+            smallest[k] = entry
+    for entry in table:
+        base = smallest[(entry["algorithm"], entry["family"], entry["d"], entry["epsilon"])]
+        entry["ratio_to_smallest_T"] = entry["regret_mean"] / base["regret_mean"] if base["regret_mean"] > 0 else ""
+    return table
+
+
+def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """One PNG per (family, d): mean regret curves per algorithm (and ε), one panel per T."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves: dict[tuple, dict[tuple, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in rows:
+        label = row["algorithm"] if math.isinf(row["epsilon"]) else f"{row['algorithm']} ε={row['epsilon']:g}"
+        curves[(row["family"], row["d"])][(row["T"], label)][row["t"]].append(row["regret"])
+    paths = []
+    for (family, d), by_curve in sorted(curves.items()):
+        horizons = sorted({T for T, _ in by_curve})
+        fig, axes = plt.subplots(1, len(horizons), figsize=(6 * len(horizons), 4.5), squeeze=False)
+        for ax, T in zip(axes[0], horizons):
+            for (T2, label), points in sorted(by_curve.items()):
+                if T2 != T:
+                    continue
+                ts = sorted(points)
+                ax.plot(ts, [sum(points[t]) / len(points[t]) for t in ts], label=label)
+            ax.set_title(f"{family}, d={d}, K=20, T={T}")
+            ax.set_xlabel("round t")
+            ax.set_ylabel("mean cumulative regret")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / f"shuffle_{family}_d{d}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def run(args: argparse.Namespace) -> int:
+    cells = build_cells(args)
+    out = Path(args.out)
+    (out / "ledgers").mkdir(parents=True, exist_ok=True)
+    if args.n_jobs == 1:
+        results = ((cell, run_cell(cell)) for cell in cells)
+    else:
+        from joblib import Parallel, delayed
+
+        def job(cell):
+            return cell, run_cell(cell)
+
+        results = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(delayed(job)(c) for c in cells)
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        results = tqdm(results, total=len(cells), desc="shuffle", unit="run")
+    rows: list[dict[str, Any]] = []
+    with open(out / "shuffle_runs.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for cell, (cell_rows, ledger) in results:
+            writer.writerows(cell_rows)
+            handle.flush()
+            rows.extend(cell_rows)
+            if ledger is not None:
+                (out / "ledgers" / f"{_run_name(cell)}.json").write_text(json.dumps(ledger, indent=1))
+    table = summarise(rows)
+    with open(out / "shuffle_table.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    figures = plot(rows, out)
+    for entry in table:
+        eps = "" if math.isinf(entry["epsilon"]) else f" ε={entry['epsilon']:g}"
+        ratio = entry["ratio_to_smallest_T"]
+        print(f"{entry['family']:8s} d={entry['d']} T={entry['T']:6d} {entry['algorithm']}{eps}: "
+              f"regret {entry['regret_mean']:.1f} ± {entry['regret_se']:.1f}"
+              + (f"  (×{ratio:.2f} of the smallest T)" if isinstance(ratio, float) else ""))
+    print(f"wrote {out / 'shuffle_runs.csv'}, {out / 'shuffle_table.csv'}, {len(figures)} figure(s), "
+          f"{len(list((out / 'ledgers').glob('*.json')))} ledger(s)")
+    return 0
