@@ -47,6 +47,38 @@ unless given — and the projection touch no data).
   fixed-size batches are not Poisson samples. So minibatches buy more steps per
   epoch, never a lower cost.
 
+Public normaliser (neighbours replace, add or remove one row; n need not be public)
+-------------------------------------------------------------------------------------
+In the joint-DP bandit the refit data (the exploration rounds T_o) of two
+neighbouring user sequences may differ by adding or removing a row, since
+whether user t explores depends on user t's context, so n = |T_o| is private.
+The derivation above then fails: it divides by n and |B_t|, and with minibatches
+the block count k = ⌈n/b⌉, hence the epoch count E and the charge itself, are
+functions of n. ``fit(..., normalizer=N)`` therefore runs full batch only (every
+step sums all rows; ``batch_size`` must be None) and minimises
+(1/N)[Σ_i ℓ(⟨x_i, θ⟩, y_i) + (λ/2)‖θ‖²] for a public N ≥ 1 (e.g. the round
+count); the minimiser is that of L(θ; λ), whatever N. Step t releases
+
+    g̃_t = Σ_{j ∈ D} clip_C(∇ℓ_j(θ_t)) + N(0, σ² I_d),   σ = z·C,
+
+and θ_{t+1} = Π_M(θ_t − ηM(g̃_t/N + (λ/N)θ_t)) is post-processing with public
+N, λ, η, M and projection; ``steps`` = E, the block count 1 and σ (from the cost
+or z) are public, so neither the charge nor the noise depends on n.
+
+* Sensitivity. Let D' be D with row i replaced (‖clip(a) − clip(a')‖ ≤ 2C),
+  added (the sum gains clip(a'), norm ≤ C) or removed (it loses clip(a), norm
+  ≤ C). In every case the conditional means of g̃_t given the past differ by at
+  most Δ = 2C, and all other summands are the same functions of θ_t.
+* Composition. Each step is then a Gaussian mechanism with D_α ≤ α(2C)²/(2σ²)
+  = 2α/z², and the chain rule over the E = ``steps`` adaptive steps gives
+  ρ = 2E/z², the same closed form as above with one block per epoch. It holds
+  for all three neighbour kinds at once, so one ``ZCDP(ρ)`` charge stated under
+  ``replace_one`` (the project ledger's relation) is valid, and the charge's note
+  records that the add/remove-or-replace relation is covered. An empty data set
+  (n = 0, a neighbour of every one-row set) is accepted: its steps are pure noise.
+* Minibatches are refused with a normaliser: a partition of [n] reveals n
+  through the block sizes, and a block count from n makes the cost data-dependent.
+
 The charge is ``ZCDP(ρ)``; given a cost, σ is the smallest float (rounded up)
 with 2E·C²/σ² ≤ ρ exactly, and the σ opacus actually uses (its float product
 z·C) is checked against it. Given ``noise_multiplier`` z, the charge is ρ(z·C)
@@ -144,6 +176,9 @@ class DPSGDPlan:
         The std opacus adds, the float z·C.
     cost : accounting.ZCDP
         The charge, ρ ≥ 2E/z² = E·(2C)²/(2σ²) (see the module docstring).
+    normalizer : float or None
+        The public N dividing the noisy gradient sum (full batch), or ``None``:
+        divide by the block size (replace-one neighbours only, n public).
     """
 
     n: int
@@ -154,6 +189,7 @@ class DPSGDPlan:
     noise_multiplier: float
     sigma: float
     cost: ZCDP
+    normalizer: float | None = None
 
 
 def _check_per_sample(loss: PerSampleLoss) -> None:
@@ -188,6 +224,15 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> i
     return value
 
 
+def _check_normalizer(value: object) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"normalizer must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not (math.isfinite(value) and value >= 1):
+        raise ValueError(f"normalizer must be a finite public number >= 1, got {value!r}")
+    return value
+
+
 class DPSGD:
     """Projected DP-SGD for a GLM loss, ρ-zCDP under replace-one neighbours (one charge per fit).
 
@@ -208,9 +253,11 @@ class DPSGD:
     clip : float
         Per-sample gradient norm bound C > 0 (opacus's ``max_grad_norm``).
     relation : {"replace_one"}
-        The neighbouring relation. Only replace-one is supported: the gradient
-        sum is averaged by the public n and batch sizes, which add/remove
-        neighbours would not keep fixed.
+        The neighbouring relation the charge is stated under. Without a
+        ``normalizer`` the gradient sum is averaged by the public n and batch
+        sizes, which add/remove neighbours would not keep fixed; with one
+        (full batch) the same charge also covers adding or removing a row (module
+        docstring, "Public normaliser").
     engine : {"opacus", "vectorised"}
         ``"opacus"``: per-sample gradients by opacus's ``GradSampleModule``, clipping
         and noise by its ``DPOptimizer``. ``"vectorised"``: the same operations
@@ -265,16 +312,29 @@ class DPSGD:
         cost: ZCDP | None = None,
         noise_multiplier: float | None = None,
         batch_size: int | None = None,
+        normalizer: float | None = None,
     ) -> DPSGDPlan:
         """The noise and the charge of a run on n rows, without charging or sampling.
 
         Exactly one of ``cost`` (a ``ZCDP(rho > 0, delta=0)`` to spend exactly, noise
-        rounded up) and ``noise_multiplier`` (z = σ/C > 0) must be given.
+        rounded up) and ``noise_multiplier`` (z = σ/C > 0) must be given. With a
+        public ``normalizer`` (float ≥ 1) the run is full batch (``batch_size`` must
+        be None), n may be 0, and the plan's epochs, noise and cost do not depend on n.
         """
-        n = _check_int("n", n, 1)
         steps = _check_int("steps", steps, 1)
-        batch_size = n if batch_size is None else _check_int("batch_size", batch_size, 1, n)
-        n_batches = -(-n // batch_size)
+        if normalizer is None:
+            n = _check_int("n", n, 1)
+            batch_size = n if batch_size is None else _check_int("batch_size", batch_size, 1, n)
+            n_batches = -(-n // batch_size)
+        else:
+            normalizer = _check_normalizer(normalizer)
+            n = _check_int("n", n, 0)
+            if batch_size is not None:
+                raise ValueError(
+                    "batch_size must be None (full batch) when normalizer is given: a minibatch "
+                    f"partition would depend on the private n, got batch_size={batch_size!r}"
+                )
+            batch_size, n_batches = n, 1
         epochs = -(-steps // n_batches)
         sensitivity = 2.0 * self.clip  # replace-one: ‖clip(a) − clip(a')‖ ≤ 2C
         if (cost is None) == (noise_multiplier is None):
@@ -301,6 +361,7 @@ class DPSGD:
             noise_multiplier=multiplier,
             sigma=multiplier * self.clip,
             cost=charged,
+            normalizer=normalizer,
         )
 
     def fit(
@@ -318,15 +379,20 @@ class DPSGD:
         lam: float = 0.0,
         preconditioner: np.ndarray | None = None,
         note: str = "",
+        normalizer: float | None = None,
     ) -> Release:
         """Charge the whole run, then minimise (1/n)[Σ_i ℓ(⟨x_i, θ⟩, y_i) + (λ/2)‖θ‖²] privately.
+
+        With ``normalizer`` N the objective is (1/N)[Σ_i ℓ(⟨x_i, θ⟩, y_i) + (λ/2)‖θ‖²]
+        (same minimiser), full batch, private also when neighbours add or remove a row.
 
         paper: Alg. 2 refits of θ̂_o (ball Θ_I) and θ̂_τ (ellipsoid Θ_II); §6 loss L(θ; λ).
 
         Parameters
         ----------
         X : numpy.ndarray of shape (n, d)
-            Contexts (finite). Not clipped: the per-sample gradients are.
+            Contexts (finite). Not clipped: the per-sample gradients are. n ≥ 1, or
+            n ≥ 0 with a ``normalizer``.
         y : numpy.ndarray of shape (n,)
             Responses (finite; in [0, 1] for the built-in losses).
         steps : int
@@ -351,6 +417,13 @@ class DPSGD:
             Post-processing of the noisy sums: the privacy analysis is unchanged.
         note : str
             Free text recorded with the charge.
+        normalizer : float, optional
+            A public N ≥ 1 (e.g. the round count, never a data-dependent count like
+            n) replacing n and the block sizes as the divisor: steps are
+            θ ← Π_M(θ − ηM(g̃/N + (λ/N)θ)) with g̃ the noisy clipped sum over all
+            rows, so the noise std on the normalised gradient is z·C/N. Requires
+            ``batch_size=None``. The charge ρ = 2·steps/z² then holds for neighbours
+            that replace, add or remove one row (module docstring), as its note says.
 
         Returns
         -------
@@ -362,7 +435,7 @@ class DPSGD:
         accounting.BudgetExceeded
             If the account cannot pay; nothing is drawn from ``rng``.
         """
-        X, y, theta_start = self._check_data(X, y, projection, theta0)
+        X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=normalizer is not None)
         lr = check_positive("lr", lr)
         if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, numbers.Real):
             raise TypeError(f"lam must be a real number, got {type(lam).__name__}")
@@ -376,30 +449,46 @@ class DPSGD:
             step_projection = MetricProjection(projection, preconditioner)
             if step_projection.dim != dim:
                 raise ValueError(f"preconditioner must have shape ({dim}, {dim}), got {step_projection.M.shape}")
-        plan = self.plan(n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size)
+        plan = self.plan(
+            n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size, normalizer=normalizer
+        )
+        if plan.normalizer is None:
+            covered = f"replace_one sensitivity 2C={2 * self.clip!r}"
+        else:
+            covered = (
+                f"add/remove-or-replace one row covered: full batch, clipped sum over a private n "
+                f"divided by public normalizer={plan.normalizer!r}, sensitivity 2C={2 * self.clip!r}"
+            )
         receipt = self.account.charge(
             plan.cost,
             mechanism="DPSGD",
             relation=self.relation,
             partition=None,
             note=(
-                f"replace_one sensitivity 2C={2 * self.clip!r}, sigma={plan.sigma!r} "
-                f"(z={plan.noise_multiplier!r}), {plan.epochs} epochs x {plan.n_batches} blocks, "
-                f"{plan.steps} steps. {note}"
+                f"{covered}, sigma={plan.sigma!r} (z={plan.noise_multiplier!r}), "
+                f"{plan.epochs} epochs x {plan.n_batches} blocks, {plan.steps} steps. {note}"
             ).strip(),
         )
         metric = None if preconditioner is None else torch.from_numpy(step_projection.M)
-        theta = self._run(X, y, theta_start, plan, lr, step_projection, lam / n, metric)
+        ridge = lam / (n if plan.normalizer is None else plan.normalizer)
+        theta = self._run(X, y, theta_start, plan, lr, step_projection, ridge, metric)
         return Release(theta, receipt)
 
     def _check_data(
-        self, X: np.ndarray, y: np.ndarray, projection: Projection, theta0: np.ndarray | None
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        projection: Projection,
+        theta0: np.ndarray | None,
+        *,
+        allow_empty: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # Private, contiguous, writeable copies (torch shares their memory; inputs may be read-only releases).
         X = np.array(X, dtype=np.float64, order="C")
         y = np.array(y, dtype=np.float64, order="C")
-        if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(f"X must have shape (n, d) with n, d >= 1, got {X.shape}")
+        min_rows = 0 if allow_empty else 1
+        if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] < 1:
+            raise ValueError(f"X must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
         if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
@@ -486,7 +575,7 @@ class DPSGD:
             torch.optim.SGD(module.parameters(), lr=lr),
             noise_multiplier=plan.noise_multiplier,
             max_grad_norm=self.clip,
-            expected_batch_size=plan.batch_size,
+            expected_batch_size=plan.batch_size if plan.normalizer is None else plan.normalizer,
             loss_reduction="mean",
             generator=generator,
         )
@@ -517,7 +606,8 @@ class DPSGD:
                     X_batch, y_batch = X_torch[torch.from_numpy(index)], y_torch[torch.from_numpy(index)]
                 optimizer.zero_grad()
                 self.loss(module(X_batch).view(-1), y_batch).sum().backward()
-                optimizer.expected_batch_size = int(y_batch.shape[0])
+                if plan.normalizer is None:
+                    optimizer.expected_batch_size = int(y_batch.shape[0])
                 optimizer.step()
                 theta[:] = projection(theta)
         return theta.copy(), noisy_steps
@@ -539,8 +629,9 @@ class DPSGD:
         ℓ_i depends on θ only through z_i = ⟨x_i, θ⟩, so one backward pass through
         Σ_i ℓ(z_i, y_i) gives every ℓ'(z_i) and the per-sample gradient is ℓ'(z_i)·x_i.
         Clipping factor min(1, C/(‖g_i‖ + 10⁻⁶)), the noise draw N(0, (zC)²) of shape
-        (1, d) from the same torch generator, and the mean over the block follow
-        opacus's ``DPOptimizer`` operation by operation (tested to agree with it).
+        (1, d) from the same torch generator, and the division by the block size (or
+        the public normaliser) follow opacus's ``DPOptimizer`` operation by operation
+        (tested to agree with it).
         """
         dim = X.shape[1]
         theta = np.array(theta_start, dtype=np.float64)
@@ -557,7 +648,8 @@ class DPSGD:
             per_sample = derivative[:, None] * X_batch
             factor = (self.clip / (per_sample.norm(dim=1) + 1e-6)).clamp(max=1.0)
             noise = torch.normal(0.0, plan.sigma, size=(1, dim), generator=generator, dtype=torch.float64)
-            gradient = (factor @ per_sample + noise.view(dim)) / y_batch.shape[0]
+            divisor = y_batch.shape[0] if plan.normalizer is None else plan.normalizer
+            gradient = (factor @ per_sample + noise.view(dim)) / divisor
             noisy_steps += 1
             if ridge > 0:
                 gradient += ridge * theta_torch

@@ -381,3 +381,92 @@ def test_probit_step_is_the_glm_gradient_which_clip_one_never_binds(rng, engine)
     fd = np.array([(_probit_glm_loss(X @ (theta0 + h * e), y).sum() - _probit_glm_loss(X @ (theta0 - h * e), y).sum())
                    / (2 * h) for e in np.eye(3)])
     np.testing.assert_allclose(release.value, theta0 - 0.5 * fd / 40, atol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_normalizer_noise_std_is_z_clip_over_normalizer(engine):
+    """Zero data gradient, one full-batch step from 0 with lr = 1: θ = −N(0, (zC)² I)/N, whatever n."""
+    generator = np.random.default_rng(12)
+    optimizer = DPSGD(_account(), _zero_loss, generator, clip=0.5, engine=engine)
+    normalizer = 37.5
+    samples = np.concatenate([
+        optimizer.fit(np.ones((n, 200)), np.zeros(n), noise_multiplier=2.0, steps=1, lr=1.0,
+                      projection=BallProjection(1e9), normalizer=normalizer).value
+        for n in [0, 1, 10, 3, 7] * 5
+    ])
+    expected_std = 2.0 * 0.5 / normalizer
+    assert samples.std() == pytest.approx(expected_std, rel=0.04)  # 5000 draws: s.e. 1%
+    assert abs(samples.mean()) < 4 * expected_std / np.sqrt(samples.size)
+    assert stats.kstest(samples / expected_std, "norm").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("n", [0, 1, 37])
+def test_normalizer_charge_is_the_closed_form_and_does_not_depend_on_n(rng, n):
+    """Full batch, E = steps = 6 epochs, Δ = 2C: ρ = 6·(2C)²/(2(zC)²) = 12/z², for any n (n is private)."""
+    account = _account()
+    X, y = _logistic_data(rng, max(n, 1), 3)
+    release = DPSGD(account, "logistic", rng, clip=0.5).fit(  # z·C = 2 exactly in floating point
+        X[:n], y[:n], noise_multiplier=4.0, steps=6, lr=0.5, projection=BallProjection(3.0), normalizer=50
+    )
+    assert release.receipt.cost.rho == Fraction(12, 16) == account.spent.rho
+    assert "add/remove-or-replace" in release.receipt.note
+    # dp-accounting: six Gaussian steps of noise multiplier σ/Δ = z/2 give the same ε as ρ.
+    gaussian = RdpAccountant().compose(SelfComposedDpEvent(GaussianDpEvent(4.0 / 2), 6))
+    assert gaussian.get_epsilon(1e-6) == pytest.approx(
+        RdpAccountant().compose(ZCDpEvent(0.75)).get_epsilon(1e-6), rel=1e-9
+    )
+    # given a cost instead, σ is calibrated from E = steps alone: 6·(2C)²/(2σ²) = ρ.
+    plan = DPSGD(_account(), "logistic", rng, clip=0.7).plan(n, steps=6, cost=ZCDP(0.3), normalizer=50)
+    assert (plan.epochs, plan.n_batches, plan.normalizer) == (6, 1, 50.0)
+    assert plan.sigma == pytest.approx(np.sqrt(6 * (2 * 0.7) ** 2 / (2 * 0.3)), rel=1e-14)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_normalizer_step_divides_clipped_sum_and_ridge_by_it(engine):
+    """One step: θ₁ = θ₀ − lr·(Σ_i clip_C((μ(z_i) − y_i)x_i)/N + (λ/N)θ₀), here with one clipped row."""
+    X = np.array([[3.0, 4.0], [0.0, 0.5], [0.2, -0.1]])
+    y = np.array([0.0, 1.0, 1.0])
+    theta0 = np.array([0.3, -0.2])
+    gradients = (expit(X @ theta0) - y)[:, None] * X
+    norms = np.linalg.norm(gradients, axis=1)
+    clipped = gradients * np.minimum(1.0, 1.0 / norms)[:, None]
+    assert norms[0] > 1 > norms[1:].max()
+    release = DPSGD(_account(), "logistic", np.random.default_rng(0), clip=1.0, engine=engine).fit(
+        X, y, noise_multiplier=1e-12, steps=1, lr=0.5, theta0=theta0, lam=4.0,
+        projection=BallProjection(10.0), normalizer=8.0,
+    )
+    expected = theta0 - 0.5 * (clipped.sum(axis=0) / 8.0 + 4.0 / 8.0 * theta0)
+    np.testing.assert_allclose(release.value, expected, atol=1e-6)  # opacus's clip factor C/(‖g‖ + 1e-6)
+
+
+def test_normalizer_huge_budget_reaches_the_regularised_probit_glm_optimum(rng):
+    """(1/N)[Σℓ + (λ/2)‖θ‖²] has the minimiser of Σ(b(z_i) − y_i z_i) + (λ/2)‖θ‖², found by BFGS here."""
+    X, y = _logistic_data(rng, 200, 3, norm=1.5)
+    lam, normalizer = 5.0, 1000.0
+
+    def objective(theta):
+        return np.sum(_probit_glm_loss(X @ theta, y)) + lam / 2 * theta @ theta
+
+    reference = minimize(objective, np.zeros(3), method="BFGS", options={"gtol": 1e-10}).x
+    smoothness = np.linalg.eigvalsh(X.T @ X)[-1] / np.sqrt(2 * np.pi) + lam  # b'' = φ ≤ 1/√(2π)
+    release = DPSGD(_account(), "probit", rng, clip=1.0, engine="vectorised").fit(
+        X, y, cost=ZCDP(1e12), steps=300, lr=normalizer / smoothness, lam=lam,
+        projection=BallProjection(10.0), normalizer=normalizer,
+    )
+    np.testing.assert_allclose(release.value, reference, atol=1e-5)
+
+
+def test_normalizer_rejects_bad_values_and_minibatches(rng):
+    account = _account(1.0)
+    optimizer = DPSGD(account, "logistic", rng, clip=1.0)
+    kwargs = dict(cost=ZCDP(0.1), steps=3, lr=1.0, projection=BallProjection(1.0))
+    X, y = np.zeros((20, 2)), np.zeros(20)
+    for value, error in [(0.5, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                         (True, TypeError), ("10", TypeError)]:
+        with pytest.raises(error, match="normalizer"):
+            optimizer.fit(X, y, normalizer=value, **kwargs)
+    with pytest.raises(ValueError, match="batch_size"):
+        optimizer.fit(X, y, normalizer=20.0, batch_size=5, **kwargs)
+    with pytest.raises(ValueError, match="X must have shape"):  # n = 0 only with a public normaliser
+        optimizer.fit(X[:0], y[:0], **kwargs)
+    assert account.spent.rho == 0
