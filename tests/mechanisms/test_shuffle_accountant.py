@@ -98,7 +98,7 @@ def test_bitsum_epsilon_is_the_bisection_of_delta():
 
 @pytest.mark.parametrize(
     ("n", "local_eps"),
-    [(1000, e) for e in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)] + [(10_000, e) for e in (1.5, 2.0, 3.0, 4.0)],
+    [(1000, e) for e in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)] + [(10_000, e) for e in (2.0, 3.0, 4.0)],
 )
 def test_never_looser_than_feldman_mcmillan_talwar(n, local_eps):
     delta = 1e-6
