@@ -239,3 +239,42 @@ def test_constructor_rejects_bad_input(small_problem):
     with pytest.raises(ValueError, match="arms"):
         BGLinCB("logistic", 3, 100, 2.0, np.random.default_rng(0)).choose(np.ones((4, 3)))
     assert get_family("logistic").reward_bound == env.R
+
+
+def test_presets_and_pgd_iteration_count():
+    from dpglm.glm import kappa_support
+    from dpglm.policies.batched import pgd_iterations
+
+    sim = batched_parameters("probit", 5, 20000, 3.0, delta=0.02)
+    theory = batched_parameters("probit", 5, 20000, 3.0, delta=0.02, preset="theory")
+    kappa = kappa_support("probit", 3.0)
+    assert sim.width_kappa == 1.0 and theory.width_kappa == pytest.approx(kappa)
+    assert sim.gamma == pytest.approx(math.sqrt(2 * math.log(2 * 4 * 20000 / 0.02)))
+    assert sim.warmup_scale == pytest.approx(kappa * math.exp(9.0) * 25 * sim.gamma**2 / 3.0)
+    # ε²n²/(d ln³(nd/δ)): n = 300, ε = 1, d = 5, δ = 0.01 → 90000/(5·ln³(150000)) = 10.68 → 10
+    assert pgd_iterations(300, 1.0, 0.01, 5) == 10
+    assert pgd_iterations(3836, 2.0, 0.01, 5, max_iterations=300) == 300
+    assert pgd_iterations(5, 0.1, 0.01, 5) == 1
+
+
+def test_shuffle_pgd_estimator_charges_its_batch_and_estimates(rng):
+    from accounting import Ledger
+    from dpglm.policies.batched import ShufflePGDEstimator
+
+    family = get_family("logistic")
+    theta_star = np.array([1.0, -0.5, 0.5])
+    X = rng.normal(size=(3000, 3))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = (rng.random(3000) < family.mu(X @ theta_star)).astype(float)
+    ledger = Ledger(ApproxDP(8, 0.02))
+    account = ledger.split({"parameter": 1}, currency={"parameter": "approx"})["parameter"]
+    estimator = ShufflePGDEstimator(family, 1.0, 2.0, account, rng, max_iterations=50)
+    theta = estimator.fit(X, y, 3)
+    mle = family.fit_mle(X, y, lam=1.0, radius=2.0)
+    assert np.linalg.norm(theta) <= 2.0 + 1e-9
+    assert np.linalg.norm(theta - mle) < 0.5 * np.linalg.norm(mle)  # informative, not the origin
+    receipt = estimator.releases[3].receipt
+    assert receipt.partition == "batch-3" and receipt.mechanism == "ShufflePGD"
+    assert float(receipt.charged.eps) <= 8 and float(receipt.charged.delta) <= 0.02
+    assert estimator.fit(X, y, 3) is None  # batch 3's budget is gone: refused, nothing released
+    assert sorted(estimator.releases) == [3]
