@@ -355,7 +355,8 @@ def test_builtin_losses_are_the_glm_loss_of_the_family(name, family):
     if name == "probit":
         np.testing.assert_allclose(value, _probit_glm_loss(z, y), rtol=1e-12, atol=1e-12)
     h = 1e-5
-    difference = (loss(torch.from_numpy(z + h), torch.from_numpy(y)) - loss(torch.from_numpy(z - h), torch.from_numpy(y)))
+    y_torch = torch.from_numpy(y)
+    difference = loss(torch.from_numpy(z + h), y_torch) - loss(torch.from_numpy(z - h), y_torch)
     np.testing.assert_allclose(difference.numpy() / (2 * h), family.mu(z) - y, atol=1e-8)
 
 
