@@ -7,14 +7,21 @@ steps, wall time, steps per second; plus the transport-cost and T*_ε solvers.
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
+# `python benchmarks/bai.py` puts benchmarks/ first on sys.path, where
+# benchmarks/mechanisms.py would shadow the `mechanisms` package
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from dpglm.bai.characteristic_time import characteristic_time
-from dpglm.bai.divergences import transport_cost
-from dpglm.bai.successive_elimination import DPSE
-from dpglm.bai.top_two import AdaPTT, DPTopTwo, EBTopTwo
+import numpy as np  # noqa: E402
+
+from dpglm.bai.characteristic_time import characteristic_time  # noqa: E402
+from dpglm.bai.divergences import transport_cost  # noqa: E402
+from dpglm.bai.successive_elimination import DPSE  # noqa: E402
+from dpglm.bai.top_two import AdaPTT, DPTopTwo, EBTopTwo  # noqa: E402
 
 MU1 = (0.95, 0.9, 0.9, 0.9, 0.5)
 

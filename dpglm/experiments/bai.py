@@ -3,7 +3,8 @@
 Jourdan & Azize (2025), Figure 1: δ = 0.01, ε on the grid 10^{−3+2j/3}, j = 0..8,
 Bernoulli instances μ1 = (0.95, 0.9, 0.9, 0.9, 0.5) and μ2 = (0.75, 0.625, 0.5,
 0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (provable threshold, and the
-named heuristic threshold used to compare with the figure), AdaP-TT, AdaP-TT⋆,
+named heuristic threshold used to compare with the figure, with and without the
+forced exploration of Garivier & Kaufmann 2016), AdaP-TT, AdaP-TT⋆,
 DP-SE and the non-private EB-TCI; mean ± 2 std over runs with T*_ε·log(1/(3δ))
 as the lower bound. Writes ``bai.csv`` (one row per instance × algorithm × ε,
 with the error count and its Clopper–Pearson 95% interval and the privacy
@@ -21,7 +22,8 @@ INSTANCES = {
     "mu1": (0.95, 0.9, 0.9, 0.9, 0.5),
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
-ALGORITHMS = ("DP-TT", "DP-TT (heuristic threshold)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI")
+ALGORITHMS = ("DP-TT", "DP-TT (heuristic threshold)", "DP-TT (heuristic, forced exploration)",
+              "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI")
 DELTA = 0.01
 
 
@@ -51,6 +53,8 @@ def _make(name: str, mu, eps: float):
         return DPTopTwo(mu, eps, DELTA)
     if name == "DP-TT (heuristic threshold)":
         return DPTopTwo(mu, eps, DELTA, threshold="heuristic")
+    if name == "DP-TT (heuristic, forced exploration)":
+        return DPTopTwo(mu, eps, DELTA, threshold="heuristic", forced_exploration=True)
     if name == "AdaP-TT":
         return AdaPTT(mu, eps, DELTA)
     if name == "AdaP-TT*":
