@@ -36,6 +36,7 @@ __all__ = [
     "pure_to_zcdp",
     "gaussian_sigma",
     "gaussian_rho",
+    "gaussian_rho_exact",
     "analytic_gaussian_sigma",
     "rdp_to_approx",
     "cks_epsilon_at",
@@ -208,46 +209,69 @@ def _sensitivity(sensitivity: Number) -> Fraction:
     return max(delta_l2, Fraction(float(sensitivity)))
 
 
-def gaussian_rho(sigma: Number, sensitivity: Number) -> float:
-    """zCDP of the Gaussian mechanism: ρ = Δ²/(2σ²) (BS 2016, Prop. 1.6), rounded up.
+def _compositions(compositions: Number) -> Fraction:
+    k = as_fraction(compositions, "compositions")
+    if k <= 0:
+        raise ValueError(f"compositions must be > 0 (finite), got {compositions}")
+    return k
 
-    σ is taken as the exact binary float that the noise is drawn with; the
-    returned float is never below the exact Δ²/(2σ²), so charging it never
-    undercharges.
+
+def gaussian_rho_exact(sigma: Number, sensitivity: Number, compositions: Number = 1) -> Fraction:
+    """Exact zCDP of k Gaussian releases: ρ = k·Δ²/(2σ²) (BS 2016, Prop. 1.6), as a Fraction.
+
+    The one Gaussian calibration of the project (``mechanisms.noise`` re-exports
+    it as ``gaussian_rho``). σ is the exact binary float the noise is drawn
+    with; Δ the larger of its printed and binary values; k (> 0, e.g. the tree
+    depth L or a factorization's Σc_k²) is exact.
     """
     as_fraction(sigma, "sigma")
     if not float(sigma) > 0:
         raise ValueError(f"sigma must be > 0 (finite), got {sigma}")
     s = Fraction(float(sigma))
     delta_l2 = _sensitivity(sensitivity)
-    exact = delta_l2 * delta_l2 / (2 * s * s)
+    return _compositions(compositions) * delta_l2 * delta_l2 / (2 * s * s)
+
+
+def gaussian_rho(sigma: Number, sensitivity: Number, compositions: Number = 1) -> float:
+    """zCDP of k Gaussian releases, ρ = k·Δ²/(2σ²) (BS 2016, Prop. 1.6), as a float rounded up.
+
+    The returned float is never below :func:`gaussian_rho_exact`, so charging
+    it never undercharges.
+    """
+    exact = gaussian_rho_exact(sigma, sensitivity, compositions)
     rho = float(exact)
     while Fraction(rho) < exact:
         rho = math.nextafter(rho, math.inf)
     return rho
 
 
-def gaussian_sigma(rho: Number, sensitivity: Number) -> float:
-    """Smallest float σ with Δ²/(2σ²) ≤ ρ, i.e. σ = Δ/√(2ρ) rounded up.
+def gaussian_sigma(rho: Number, sensitivity: Number, compositions: Number = 1) -> float:
+    """Smallest float σ with k·Δ²/(2σ²) ≤ ρ exactly, i.e. σ = Δ·√(k/(2ρ)) rounded up.
 
     σ is the exact binary float returned; ρ is read as printed (the ledger's
-    rule); Δ as the larger of its printed and binary values.
+    rule; a Fraction is exact); Δ as the larger of its printed and binary values.
+    ``mechanisms.noise`` re-exports this as ``gaussian_sigma_for``.
 
     Parameters
     ----------
     rho : real, > 0
-        zCDP budget of one Gaussian release.
+        zCDP budget of the k releases.
     sensitivity : real, > 0
-        L2 sensitivity Δ under the charge's neighbouring relation.
+        L2 sensitivity Δ of one release under the charge's neighbouring relation.
+    compositions : real, > 0
+        Number k of Gaussian releases of sensitivity Δ the budget pays for (a
+        rational weight for the tree depth or a factorization's column norm²).
     """
     r = as_fraction(rho, "rho")
     if r <= 0:
         raise ValueError(f"rho must be > 0 (finite), got {rho}")
     delta_l2 = _sensitivity(sensitivity)
-    sigma = float(delta_l2) / math.sqrt(2.0 * float(r))
-    target = delta_l2 * delta_l2 / (2 * r)  # exact σ² lower limit
+    target = _compositions(compositions) * delta_l2 * delta_l2 / (2 * r)  # exact σ² lower limit
+    sigma = math.sqrt(float(target))
     while Fraction(sigma) ** 2 < target:
         sigma = math.nextafter(sigma, math.inf)
+    while Fraction(math.nextafter(sigma, 0.0)) ** 2 >= target:
+        sigma = math.nextafter(sigma, 0.0)
     return sigma
 
 

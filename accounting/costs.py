@@ -64,7 +64,12 @@ def as_fraction(value: Number, name: str) -> Fraction:
 
 
 def check_relation(relation: str) -> str:
-    """Return ``relation`` if it is one of :data:`RELATIONS`, else raise ``ValueError``."""
+    """Return ``relation`` if it is one of :data:`RELATIONS`, else raise ``ValueError``.
+
+    ``"replace_one"`` (the project default): neighbouring data sets differ by one
+    user's data replaced; ``"add_remove"``: by one user's data added or removed.
+    ``mechanisms.release`` re-exports this function.
+    """
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
     return relation

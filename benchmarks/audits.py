@@ -10,11 +10,18 @@ CPU time is reported beside wall time: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
-import numpy as np
+# Run as a script, this file's directory comes first on sys.path and its own name would
+# shadow the ``audits`` package: drop that entry before importing it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-from audits.bounds import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, one_run_epsilon_lower_bound
+import numpy as np  # noqa: E402
+
+from audits.bounds import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, one_run_epsilon_lower_bound  # noqa: E402
 
 
 def _builders(runs: int) -> list[tuple[str, object, int]]:

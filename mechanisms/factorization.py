@@ -41,8 +41,8 @@ from scipy.signal import fftconvolve
 
 from accounting import ZCDP
 from mechanisms.noise import round_up
-from mechanisms.release import Release, check_generator
-from mechanisms.tree import StreamElements, continual_cost, symmetrised_normal
+from mechanisms.release import Release
+from mechanisms.tree import ContinualRelease, symmetrised_normal
 
 __all__ = ["SquareRootFactorizationMechanism", "square_root_coefficients"]
 
@@ -63,7 +63,7 @@ def _column_norm_squared_upper(coefficients: np.ndarray) -> Fraction:
     return round_up(total * slack)
 
 
-class SquareRootFactorizationMechanism:
+class SquareRootFactorizationMechanism(ContinualRelease):
     """Continual release of noisy prefix sums through the square-root factorization of the prefix-sum matrix.
 
     Same interface, neighbouring relation, sensitivity semantics and element checks
@@ -98,6 +98,8 @@ class SquareRootFactorizationMechanism:
         At construction, if the account cannot pay; no noise is drawn.
     """
 
+    mechanism_name = "SquareRootFactorizationMechanism"
+
     def __init__(
         self,
         account: object,
@@ -111,41 +113,19 @@ class SquareRootFactorizationMechanism:
         relation: str = "replace_one",
         psd: bool = False,
     ) -> None:
-        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd)
-        self.rng = check_generator(rng)
-        self.horizon = self._elements.horizon
-        self.shape = self._elements.shape
-        self.sensitivity = self._elements.sensitivity
-        self.relation = relation
-        self.element_bound = self._elements.element_bound
-        self.charged_sensitivity = self._elements.charged_sensitivity
+        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
         self.coefficients = square_root_coefficients(self.horizon)
         self.column_norm_squared = _column_norm_squared_upper(self.coefficients)
-        self.sigma, self.cost = continual_cost(
-            account, sigma, cost, self._elements.charged_sensitivity, self.column_norm_squared
-        )
-        self.receipt = account.charge(
-            self.cost,
-            mechanism="SquareRootFactorizationMechanism",
-            relation=relation,
-            partition=None,
-            note=(
-                f"horizon T={self.horizon}, sum c_k^2={float(self.column_norm_squared)!r}, shape={self.shape}, "
-                f"sigma={self.sigma!r}, sensitivity={self.sensitivity!r}" + (" (psd)" if psd else "")
-            ),
-        )
-        self.account = account
-        self.t = 0
+        self._charge_horizon(account, sigma, cost, self.column_norm_squared,
+                             f"sum c_k^2={float(self.column_norm_squared)!r}")
         white = symmetrised_normal(self.rng, self.sigma, self.shape, count=self.horizon)
         kernel = self.coefficients.reshape((self.horizon,) + (1,) * len(self.shape))
         self._noise = fftconvolve(kernel, white, axes=0)[: self.horizon]
         self._sum = np.zeros(self.shape)
 
-    def noise_variance(self, t: int) -> float:
-        """Per-entry (diagonal) variance of the noise in the t-th release: σ²·Σ_{k<t} c_k² (off-diagonal: half)."""
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.horizon:
-            raise ValueError(f"t must be an int in [1, {self.horizon}], got {t!r}")
-        return self.sigma**2 * float(np.sum(self.coefficients[:t] ** 2))
+    def _noise_weight(self, t: int) -> float:
+        """The t-th release carries Σ_{s≤t} c_{t−s} Z_s: variance σ²·Σ_{k<t} c_k²."""
+        return float(np.sum(self.coefficients[:t] ** 2))
 
     def append(self, x: np.ndarray) -> Release:
         """Add element x_{t+1} and release S_{t+1} + Σ_{s≤t+1} c_{t+1−s} Z_s.

@@ -18,6 +18,10 @@ from fractions import Fraction
 import numpy as np
 
 from accounting import PureDP, ZCDP
+# The Gaussian calibration lives in accounting.convert (which owns calibration); the
+# names below are the ones mechanisms and their importers have always used.
+from accounting.convert import gaussian_rho_exact as gaussian_rho
+from accounting.convert import gaussian_sigma as gaussian_sigma_for
 from mechanisms.release import Release, check_generator, check_positive, check_relation
 
 __all__ = [
@@ -49,35 +53,6 @@ def round_up(value: Fraction, digits: int = _DIGITS) -> Fraction:
         exponent -= 1
     scaled = value * Fraction(10) ** (digits - 1 - exponent)
     return Fraction(-(-scaled.numerator // scaled.denominator)) / Fraction(10) ** (digits - 1 - exponent)
-
-
-def gaussian_rho(sigma: float, sensitivity: float, compositions: int = 1) -> Fraction:
-    """Exact zCDP of ``compositions`` Gaussian releases: ρ = k·Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6).
-
-    Computed in rational arithmetic on the binary values of the floats.
-    """
-    return Fraction(compositions) * Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2)
-
-
-def gaussian_sigma_for(rho: Fraction, sensitivity: float, compositions: int = 1) -> float:
-    """Smallest float σ (to one ulp) with k·Δ²/(2σ²) ≤ ρ exactly: the noise for a zCDP cost, rounded up.
-
-    Parameters
-    ----------
-    rho : Fraction
-        The zCDP cost to use up (> 0).
-    sensitivity : float
-        L2 sensitivity Δ of one release (> 0).
-    compositions : int
-        Number k of Gaussian releases of sensitivity Δ the cost pays for.
-    """
-    rho = Fraction(rho)
-    if rho <= 0:
-        raise ValueError(f"rho must be > 0, got {rho}")
-    sigma = float(sensitivity) * float(np.sqrt(compositions / (2.0 * float(rho))))
-    while gaussian_rho(sigma, sensitivity, compositions) > rho:
-        sigma = float(np.nextafter(sigma, np.inf))
-    return sigma
 
 
 def laplace_epsilon(scale: float, sensitivity: float) -> Fraction:

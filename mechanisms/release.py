@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accounting import RELATIONS, Receipt
+from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
 
 __all__ = ["Release", "RELATIONS", "check_generator", "check_positive", "check_relation"]
 
@@ -78,22 +79,6 @@ class Release:
     def __reduce__(self) -> tuple[type, tuple[np.ndarray | float, Receipt]]:
         """Copies and unpickled releases are rebuilt through the checks, so they are frozen too."""
         return (Release, (self.value, self.receipt))
-
-
-def check_relation(relation: str) -> str:
-    """Return ``relation`` if it is a neighbouring relation this project knows.
-
-    ``"replace_one"`` (the project default): neighbouring data sets differ by one
-    user's data replaced; ``"add_remove"``: by one user's data added or removed.
-
-    Raises
-    ------
-    ValueError
-        If ``relation`` is not one of ``"replace_one"``, ``"add_remove"``.
-    """
-    if relation not in RELATIONS:
-        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
-    return relation
 
 
 def check_generator(rng: object) -> np.random.Generator:

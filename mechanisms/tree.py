@@ -44,7 +44,7 @@ sensitivity Δ, so by (adaptive) zCDP composition the stream is
 
 charged in full even when T is not a power of two (some elements then lie in
 fewer than L completed nodes): conservative, never below the true loss. Noise
-calibrated from a cost is rounded up (``mechanisms.noise.gaussian_sigma_for``).
+calibrated from a cost is rounded up (``accounting.convert.gaussian_sigma``).
 
 Element bounds. ``sensitivity`` Δ bounds ‖x_s − x_s'‖. Each appended element is
 checked against the norm bound B that makes this true for ANY two admissible
@@ -69,16 +69,18 @@ n·2⁻⁵³ < η of the true one for n < 9·10⁶ entries; so the charge uses
 
 from __future__ import annotations
 
+import abc
 import math
 from fractions import Fraction
 
 import numpy as np
 
 from accounting import ZCDP
-from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
+from accounting.convert import gaussian_rho_exact, gaussian_sigma
+from mechanisms.noise import element_bound, round_up
 from mechanisms.release import Release, check_generator, check_positive, check_relation
 
-__all__ = ["BinaryTreeMechanism", "check_stream_shape", "tree_depth", "StreamElements"]
+__all__ = ["BinaryTreeMechanism", "ContinualRelease", "check_stream_shape", "tree_depth", "StreamElements"]
 
 PSD_TOLERANCE = 1e-12
 #: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
@@ -151,12 +153,8 @@ class StreamElements:
         if psd and len(self.shape) != 2:
             raise ValueError(f"psd=True needs matrix elements of shape (d, d), got shape {self.shape}")
         self.psd = psd
-        if relation == "add_remove":
-            self.element_bound = self.sensitivity
-        elif psd:
-            self.element_bound = self.sensitivity / math.sqrt(2.0)
-        else:
-            self.element_bound = self.sensitivity / 2.0
+        # Δ (add/remove), Δ/2 (replace-one), Δ/√2 (replace-one, psd: tr(AA') ≥ 0); see noise.element_bound.
+        self.element_bound = element_bound(self.sensitivity, self.relation, order=2, nonnegative=psd)
         inflation = 1.0 + 2.0 * NORM_SLACK
         if psd:
             inflation *= math.sqrt(1.0 + 2.0 * math.sqrt(self.shape[0]) * PSD_TOLERANCE)
@@ -227,7 +225,7 @@ def continual_cost(
         raise ValueError("give at most one of sigma (node noise std > 0) and cost (a ZCDP for the whole horizon)")
     if sigma is not None:
         sigma = check_positive("sigma", sigma)
-        return sigma, ZCDP(round_up(gaussian_rho(sigma, sensitivity, compositions)))
+        return sigma, ZCDP(round_up(gaussian_rho_exact(sigma, sensitivity, compositions)))
     if cost is None:
         cost = account.remaining
         if not isinstance(cost, ZCDP) or cost.rho <= 0:
@@ -236,7 +234,7 @@ def continual_cost(
         raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
     if cost.delta != 0 or cost.rho <= 0:
         raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
-    return gaussian_sigma_for(cost.rho, sensitivity, compositions), cost
+    return gaussian_sigma(cost.rho, sensitivity, compositions), cost
 
 
 def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int, ...], count: int | None = None) -> np.ndarray:
@@ -251,7 +249,62 @@ def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int,
     return noise
 
 
-class BinaryTreeMechanism:
+class ContinualRelease(abc.ABC):
+    """What the continual-release mechanisms share: element checks, the one up-front charge, ``noise_variance``.
+
+    A subclass calls :meth:`_open_stream` (validates the stream and the generator),
+    then :meth:`_charge_horizon` with the total weight k of Gaussian releases one
+    element enters (ρ = k·Δ²/(2σ²)), which calibrates σ, charges the whole horizon
+    before any noise is drawn and starts at t = 0; it implements ``append`` and
+    ``_noise_weight(t)`` (the noise variance of the t-th release in units of σ²).
+    """
+
+    #: Name recorded with the charge.
+    mechanism_name = "ContinualRelease"
+
+    def _open_stream(self, horizon: int, shape: object, sensitivity: float, rng: np.random.Generator,
+                     relation: str, psd: bool) -> None:
+        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd)
+        self.rng = check_generator(rng)
+        self.horizon = self._elements.horizon
+        self.shape = self._elements.shape
+        self.sensitivity = self._elements.sensitivity
+        self.relation = relation
+        self.element_bound = self._elements.element_bound
+        self.charged_sensitivity = self._elements.charged_sensitivity
+
+    def _charge_horizon(self, account: object, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
+                        detail: str, sigma_label: str = "sigma") -> None:
+        self.sigma, self.cost = continual_cost(account, sigma, cost, self.charged_sensitivity, compositions)
+        self.receipt = account.charge(
+            self.cost,
+            mechanism=self.mechanism_name,
+            relation=self.relation,
+            partition=None,
+            note=(
+                f"horizon T={self.horizon}, {detail}, shape={self.shape}, {sigma_label}={self.sigma!r}, "
+                f"sensitivity={self.sensitivity!r}" + (" (psd)" if self._elements.psd else "")
+            ),
+        )
+        self.account = account
+        self.t = 0
+
+    @abc.abstractmethod
+    def _noise_weight(self, t: int) -> float:
+        """Variance of the t-th release's noise (diagonal entries) in units of σ²."""
+
+    @abc.abstractmethod
+    def append(self, x: np.ndarray) -> Release:
+        """Add the next element and release the noisy prefix sum."""
+
+    def noise_variance(self, t: int) -> float:
+        """Per-entry (diagonal) variance of the noise in the t-th release, σ²·(weight at t); off-diagonal: half."""
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.horizon:
+            raise ValueError(f"t must be an int in [1, {self.horizon}], got {t!r}")
+        return self.sigma**2 * self._noise_weight(int(t))
+
+
+class BinaryTreeMechanism(ContinualRelease):
     """Continual release of noisy prefix sums S_t = x_1 + … + x_t through a binary tree (paper §J.3).
 
     Neighbouring relation and sensitivity: one element x_s changes by at most
@@ -299,6 +352,8 @@ class BinaryTreeMechanism:
         At construction, if the account cannot pay; no noise is drawn.
     """
 
+    mechanism_name = "BinaryTreeMechanism"
+
     def __init__(
         self,
         account: object,
@@ -312,38 +367,15 @@ class BinaryTreeMechanism:
         relation: str = "replace_one",
         psd: bool = False,
     ) -> None:
-        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd)
-        self.rng = check_generator(rng)
-        self.horizon = self._elements.horizon
-        self.shape = self._elements.shape
-        self.sensitivity = self._elements.sensitivity
-        self.relation = relation
-        self.element_bound = self._elements.element_bound
-        self.charged_sensitivity = self._elements.charged_sensitivity
+        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
         self.depth = tree_depth(self.horizon)
-        self.sigma, self.cost = continual_cost(
-            account, sigma, cost, self._elements.charged_sensitivity, Fraction(self.depth)
-        )
-        self.receipt = account.charge(
-            self.cost,
-            mechanism="BinaryTreeMechanism",
-            relation=relation,
-            partition=None,
-            note=(
-                f"horizon T={self.horizon}, depth L={self.depth}, shape={self.shape}, node sigma={self.sigma!r}, "
-                f"sensitivity={self.sensitivity!r}" + (" (psd)" if psd else "")
-            ),
-        )
-        self.account = account
-        self.t = 0
+        self._charge_horizon(account, sigma, cost, Fraction(self.depth), f"depth L={self.depth}", "node sigma")
         self._exact = np.zeros((self.depth, *self.shape))
         self._noisy = np.zeros((self.depth, *self.shape))
 
-    def noise_variance(self, t: int) -> float:
-        """Per-entry (diagonal) variance of the noise in the t-th release: σ²·popcount(t) (off-diagonal: half)."""
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.horizon:
-            raise ValueError(f"t must be an int in [1, {self.horizon}], got {t!r}")
-        return self.sigma**2 * bin(int(t)).count("1")
+    def _noise_weight(self, t: int) -> float:
+        """The t-th release sums popcount(t) nodes: variance σ²·popcount(t)."""
+        return float(bin(t).count("1"))
 
     def append(self, x: np.ndarray) -> Release:
         """Add element x_{t+1} and release the noisy prefix sum S_{t+1} + noise of popcount(t+1) nodes.

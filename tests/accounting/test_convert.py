@@ -12,17 +12,6 @@ from scipy.stats import norm
 from accounting import convert
 
 
-def cks_by_dense_grid(rho: float, delta: float) -> float:
-    """Slow reference: CKS Cor. 13 minimised over a dense grid of real orders, refined twice."""
-    low, high = 1e-4, 1e5
-    for _ in range(3):
-        alpha = 1.0 + np.geomspace(low, high, 100_001)
-        eps = alpha * rho + np.log1p(-1.0 / alpha) - np.log(alpha * delta) / (alpha - 1.0)
-        best = int(np.argmin(eps))
-        low, high = alpha[max(best - 2, 0)] - 1.0, alpha[min(best + 2, alpha.size - 1)] - 1.0
-    return float(max(0.0, eps.min()))
-
-
 def rdp_accountant_epsilon(rho: float, delta: float) -> float:
     accountant = rdp.RdpAccountant()
     accountant.compose(dp_accounting.ZCDpEvent(rho))
@@ -39,7 +28,7 @@ def test_reference_check_values(rho, delta, cks, bun_steinke):
 
 
 @pytest.mark.parametrize("rho, delta", [(0.5, 1e-6), (0.005, 1e-6), (0.1457, 0.02 / 3), (2.0, 1e-10), (1e-4, 1e-5)])
-def test_cks_matches_rdp_accountant_and_a_dense_grid(rho, delta):
+def test_cks_matches_rdp_accountant_and_a_dense_grid(rho, delta, cks_by_dense_grid):
     ours = convert.zcdp_to_approx(rho, delta)
     # dp-accounting minimises the same bound over a fixed grid of orders: never below real-α minimum.
     assert ours <= rdp_accountant_epsilon(rho, delta) + 1e-9
@@ -52,7 +41,7 @@ def test_zero_rho_is_zero_epsilon():
 
 
 @pytest.mark.parametrize("eps, delta", [(4 / 3, 0.02 / 3), (1.0, 1e-6), (0.1, 1e-5), (8.0, 1e-3)])
-def test_approx_to_zcdp_inverts_cks_and_beats_bun_steinke(eps, delta):
+def test_approx_to_zcdp_inverts_cks_and_beats_bun_steinke(eps, delta, cks_by_dense_grid):
     rho = convert.approx_to_zcdp(eps, delta)
     assert cks_by_dense_grid(rho, delta) == pytest.approx(eps, rel=1e-7)
     log_inv = math.log(1 / delta)
@@ -62,7 +51,7 @@ def test_approx_to_zcdp_inverts_cks_and_beats_bun_steinke(eps, delta):
 
 
 @pytest.mark.parametrize("eps, delta", [(4 / 3, 0.02 / 3), (1.0, 1e-6), (0.1, 1e-5)])
-def test_certified_inverse_is_below_the_true_one_and_meets_eps(eps, delta):
+def test_certified_inverse_is_below_the_true_one_and_meets_eps(eps, delta, cks_by_dense_grid):
     rho_max = convert.approx_to_zcdp_certified(Fraction(repr(eps)), Fraction(repr(delta)))
     assert isinstance(rho_max, Fraction)
     assert float(rho_max) < convert.approx_to_zcdp(eps, delta)
@@ -71,7 +60,7 @@ def test_certified_inverse_is_below_the_true_one_and_meets_eps(eps, delta):
     assert rdp_accountant_epsilon(float(rho_max), delta) <= eps * (1 + 2e-3)
 
 
-def test_certified_forward_conversion_is_an_upper_bound():
+def test_certified_forward_conversion_is_an_upper_bound(cks_by_dense_grid):
     eps = convert.zcdp_to_approx_certified(Fraction(1, 2), Fraction(1, 10**6))
     assert isinstance(eps, Fraction)
     assert cks_by_dense_grid(0.5, 1e-6) <= eps <= cks_by_dense_grid(0.5, 1e-6) + 1e-7
@@ -146,3 +135,29 @@ def test_bad_input_raises_value_error_naming_the_argument(call, name):
 def test_non_numbers_raise_type_error():
     with pytest.raises(TypeError, match="rho"):
         convert.zcdp_to_approx("0.5", 1e-6)
+
+
+@pytest.mark.parametrize("rho, sensitivity, compositions", [(0.4, 1.0, 10), (Fraction(1, 3), 2.5, 7), (2.0, 0.1, Fraction(17, 4))])
+def test_gaussian_calibration_of_k_releases_is_the_smallest_safe_float(rho, sensitivity, compositions):
+    """σ is the smallest float with k·Δ²/(2σ²) ≤ ρ exactly; ρ back from σ is rounded up (BS 2016, Prop. 1.6)."""
+    sigma = convert.gaussian_sigma(rho, sensitivity, compositions)
+    exact_rho = Fraction(rho) if isinstance(rho, Fraction) else Fraction(repr(rho))
+    k, delta_l2 = Fraction(compositions), max(Fraction(repr(sensitivity)), Fraction(sensitivity))
+    assert k * delta_l2**2 / (2 * Fraction(sigma) ** 2) <= exact_rho
+    assert k * delta_l2**2 / (2 * Fraction(math.nextafter(sigma, 0.0)) ** 2) > exact_rho
+    assert sigma == pytest.approx(sensitivity * math.sqrt(float(compositions) / (2 * float(rho))), rel=1e-15)
+    exact_back = k * delta_l2**2 / (2 * Fraction(sigma) ** 2)
+    assert convert.gaussian_rho_exact(sigma, sensitivity, compositions) == exact_back
+    back = convert.gaussian_rho(sigma, sensitivity, compositions)
+    assert Fraction(back) >= exact_back > Fraction(math.nextafter(back, 0.0))
+
+
+def test_mechanisms_use_the_one_gaussian_calibration_and_relation_check():
+    from accounting import costs
+    from mechanisms import noise, release
+
+    assert noise.gaussian_sigma_for is convert.gaussian_sigma
+    assert noise.gaussian_rho is convert.gaussian_rho_exact
+    assert release.check_relation is costs.check_relation
+    with pytest.raises(ValueError, match="compositions"):
+        convert.gaussian_sigma(1.0, 1.0, 0)

@@ -6,22 +6,10 @@ import threading
 from fractions import Fraction
 
 import dp_accounting
-import numpy as np
 import pytest
 from dp_accounting import rdp
 
 from accounting import Account, ApproxDP, BudgetExceeded, Ledger, PureDP, Receipt, ZCDP
-
-
-def cks_by_dense_grid(rho: float, delta: float) -> float:
-    """Slow reference: CKS Cor. 13 minimised over a dense grid of real orders, refined twice."""
-    low, high = 1e-4, 1e5
-    for _ in range(3):
-        alpha = 1.0 + np.geomspace(low, high, 100_001)
-        eps = alpha * rho + np.log1p(-1.0 / alpha) - np.log(alpha * delta) / (alpha - 1.0)
-        best = int(np.argmin(eps))
-        low, high = alpha[max(best - 2, 0)] - 1.0, alpha[min(best + 2, alpha.size - 1)] - 1.0
-    return float(max(0.0, eps.min()))
 
 
 def paper_split(ledger: Ledger) -> dict[str, Account]:
@@ -74,7 +62,7 @@ def test_even_split_sums_exactly_to_the_total():
     assert weighted["x"].budget.eps / weighted["y"].budget.eps == 4
 
 
-def test_zcdp_child_gets_the_largest_rho_meeting_its_share():
+def test_zcdp_child_gets_the_largest_rho_meeting_its_share(cks_by_dense_grid):
     ledger = Ledger(ApproxDP(4, 0.02))
     tree = paper_split(ledger)["tree"]
     rho_max = tree.budget.rho
@@ -156,7 +144,7 @@ def test_add_remove_charges_are_restated_by_group_privacy():
         Ledger(PureDP(1), relation="add_remove").charge(PureDP(0.1), mechanism="m", relation="replace_one")
 
 
-def test_nested_splits_and_guarantee_of_the_paper_split():
+def test_nested_splits_and_guarantee_of_the_paper_split(cks_by_dense_grid):
     ledger = Ledger(ApproxDP(4, 0.02))
     accounts = paper_split(ledger)
     tree, switching, optimizer = accounts["tree"], accounts["switching"], accounts["optimizer"]
@@ -186,7 +174,7 @@ def test_guarantee_of_a_zcdp_budget_needs_delta():
     assert float(guarantee.eps) == pytest.approx(5.2215, abs=6e-5)
 
 
-def test_analysis_charges_are_reported_with_their_reason():
+def test_analysis_charges_are_reported_with_their_reason(cks_by_dense_grid):
     ledger = Ledger(ApproxDP(4, 0.02))
     accounts = paper_split(ledger)
     accounts["switching"].charge_analysis(ApproxDP(Fraction(4, 3), Fraction(1, 150)), reason="paper Lemma 6.1")

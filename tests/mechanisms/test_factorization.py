@@ -114,3 +114,20 @@ def test_bad_input_and_horizon():
         mech.append(np.array([0.0, 1.0]))
     with pytest.raises(ValueError, match="shape"):
         SquareRootFactorizationMechanism(zcdp_account(), 2, (2, 3), 1.0, np.random.default_rng(0), sigma=3.0)
+
+
+def test_both_continual_mechanisms_share_one_set_up():
+    """Same charge rule (ρ = k·Δ²/(2σ²)), receipt fields and t-range check from the shared base."""
+    from mechanisms.tree import ContinualRelease
+
+    for cls, weight in [(BinaryTreeMechanism, Fraction(3)), (SquareRootFactorizationMechanism, None)]:
+        account = zcdp_account(10)
+        mech = cls(account, 5, (2,), 1.0, np.random.default_rng(0), sigma=2.0)
+        assert isinstance(mech, ContinualRelease)
+        if weight is None:  # Σ_{k<5} c_k², c = 1, 1/2, 3/8, 5/16, 35/128
+            weight = sum(Fraction(math.comb(2 * k, k), 4**k) ** 2 for k in range(5))
+        exact = weight * SLACK**2 / 8
+        assert exact <= mech.cost.rho <= exact * (1 + Fraction(1, 10**9))
+        assert mech.receipt.mechanism == cls.__name__ and account.spent == mech.cost
+        with pytest.raises(ValueError, match=r"t must be an int in \[1, 5\]"):
+            mech.noise_variance(6)
