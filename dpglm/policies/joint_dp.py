@@ -29,6 +29,13 @@ asked (ε, δ) and is split in thirds:
     (the sub-budget over the planned number of refits). When the filter refuses, that
     estimate stops updating: the paper's count cutoffs are a consequence of the budget.
 
+Nothing is spent on parts that cannot run. Once V's eigenvalues are floored at
+``floor_v`` (post-processing), ``‖x‖²_{V⁻¹} ≤ 1/floor_v`` for every context; if the
+Criterion I threshold is above that, T_o = ∅ on every data set, so there is no V-tree
+(V = λI, a public constant), no Lemma 6.1 charge and no θ̂_o budget: the whole tree third
+goes to the H-tree and the whole optimizer third to θ̂_τ. This is the case of the
+``paper-simulation`` and ``calibrated`` presets on the paper's Table 2 instances.
+
 The policy touches contexts and rewards only to feed these mechanisms: every matrix
 and estimate it decides with is the value of a :class:`mechanisms.Release`.
 """
@@ -114,19 +121,20 @@ def joint_dp_parameters(
 
     switch when ``λ_max(H_τ^{-1/2} H_t H_τ^{-1/2}) > 1 + 5/(8√d) + 0.05``, arms by UCB
     centred on ``(θ̂_o + θ̂_τ)/2``, elimination width ``γ√κ`` (the RS-GLinCB simulation
-    width), Criterion I at the RS-GLinCB simulation threshold ``1/(0.01·κS²d)`` floored
-    (with the private λ it cannot fire at the paper's Table 2 settings; the policy then
-    detects it and spends nothing on V), refits with a unit ridge (the tree-noise part of
-    λ regularises V and H, whose noise the refits never see).
+    width), Criterion I at the RS-GLinCB simulation threshold ``1/(0.01·κS²d)`` (with the
+    private λ it cannot fire at the paper's Table 2 settings; the policy then detects it
+    and spends nothing on V), refits with a unit ridge (the tree-noise part of λ
+    regularises V and H, whose noise the refits never see).
 
     ``"calibrated"``: as ``"paper-simulation"`` but each design matrix gets its own λ,
     calibrated to the noise its tree actually adds (``tree_noise``, from
     :func:`tree_noise_bound`): ``λ_V = b_V + λ₀``, ``λ_H = b_H + λ₀`` with the authors'
     non-private term ``λ₀ = 0.75 d ln(4T/ζ)/R²``, so that ``λI + noise ⪰ λ₀I`` with
-    probability ≥ 1 − ζ over the whole run (eigenvalue floors as in Assumption J.1). The authors' λ
-    pays for H-tree noise at V's sensitivity; with one honest account the H-tree (whose
-    leaves are ≤ max μ̇/e in norm) is far less noisy, so Criterion II can switch — and
-    θ̂_τ be refitted — much earlier.
+    probability ≥ 1 − ζ over the whole run (eigenvalue floors as in Assumption J.1). The
+    authors' λ pays for H-tree noise at V's sensitivity; with one honest account the
+    H-tree (whose leaves are ≤ max μ̇/e in norm) is far less noisy, so Criterion II can
+    switch — and θ̂_τ be refitted — much earlier. The privacy guarantee is the same: λ
+    is a function of the public σ only.
     """
     family = get_family(family)
     for name, value in (("d", d), ("horizon", horizon)):
@@ -283,7 +291,16 @@ class DPSGDEstimator:
         self.steps, self.lr, self.lam, self.batch_size = steps, lr, lam, batch_size
         self.last_release: Release | None = None
 
-    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray | None:
+    def fit(
+        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+    ) -> np.ndarray | None:
+        """One refit on the objective ``(1/N)[Σ ℓ + λ/2‖θ‖²]`` with the public ``N = rounds``.
+
+        The refit sets T_o and [t−1]∖T_o gain or lose user t's row under a neighbouring
+        data set (its round can switch criterion), so their sizes are not public: the
+        normaliser N is the round count, and the clipped-sum sensitivity 2C covers
+        replace, add and remove (DPSGD ``normalizer``).
+        """
         if constraint.metric is None:
             projection = self._ball(constraint.radius, constraint.centre)
         else:
@@ -299,6 +316,7 @@ class DPSGDEstimator:
                 batch_size=self.batch_size,
                 theta0=projection(np.asarray(theta0, dtype=float)),
                 lam=self.lam,
+                normalizer=float(max(rounds, 1)),
             )
         except BudgetExceeded:
             return None
@@ -367,7 +385,8 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-        R = float(family.reward_bound)
+        if family.name not in ("logistic", "probit"):
+            raise ValueError(f"family must be 'logistic' or 'probit' for DP-SGD refits, got {family.name!r}")
         if refits_o is None:
             refits_o = 4 * d
         self.epsilon, self.delta = float(epsilon), float(delta)
@@ -422,14 +441,15 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         if calibrate:
             # λ from the σ the trees actually use (rounded up by the mechanism); without a
             # V-tree, V stays at the λ it would have had (it only widens elimination).
-            bound_v = noise(rho_v, sens_v) if v_tree is None else tree_noise_bound(v_tree.sigma, depth, d, horizon, delta)
+            if v_tree is None:
+                bound_v = noise(rho_v, sens_v)
+            else:
+                bound_v = tree_noise_bound(v_tree.sigma, depth, d, horizon, delta)
             params = build(bound_v, tree_noise_bound(h_tree.sigma, depth, d, horizon, delta))
         design_v: Any = TreeDesign(v_tree, params.lam) if v_tree is not None else ExactDesign(d, params.lam)
         if refits_tau is None:
             refits_tau = planned_switches(params, horizon, sens_h / math.sqrt(2.0), d)
-        loss = family.name if family.name in ("logistic", "probit") else None
-        if loss is None:
-            raise ValueError(f"family must be 'logistic' or 'probit' for DP-SGD refits, got {family.name!r}")
+        loss = family.name
         estimator_tau = DPSGDEstimator(
             DPSGD(opt["theta_tau"], loss, sgd_tau_rng, clip=clip, engine=engine),
             opt["theta_tau"],
@@ -458,7 +478,6 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             estimator_o=estimator_o,
             estimator_tau=estimator_tau,
         )
-        self.horizon = int(horizon)
         self.preset = preset if not given_params else "custom"
 
     def diagnostics(self) -> dict[str, Any]:
@@ -473,5 +492,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
 class _NeverCalled:
     """Estimator slot for θ̂_o when Criterion I provably cannot fire (no budget behind it)."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray | None:
+    def fit(
+        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+    ) -> np.ndarray | None:
         raise RuntimeError("Criterion I cannot fire under these parameters; θ̂_o is never refitted")

@@ -277,8 +277,14 @@ class DesignStatistic(Protocol):
 class Estimator(Protocol):
     """Refits an estimate of θ* from (X, y) over a constraint set."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray | None:
-        """The new estimate, or ``None`` if it may not be updated (budget refused)."""
+    def fit(
+        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+    ) -> np.ndarray | None:
+        """The new estimate, or ``None`` if it may not be updated (budget refused).
+
+        ``rounds`` is the number of rounds played so far: public, unlike ``len(X)``
+        (which round belongs to which refit set depends on the data).
+        """
 
 
 class ExactDesign:
@@ -313,7 +319,9 @@ class MLEEstimator:
         self.family = family
         self.lam = float(lam)
 
-    def fit(self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray) -> np.ndarray:
+    def fit(
+        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+    ) -> np.ndarray:
         if constraint.metric is None and not np.any(constraint.centre):
             return self.family.fit_mle(X, y, lam=self.lam, radius=constraint.radius, theta0=theta0)
         theta = self.family.fit_mle(X, y, lam=self.lam, theta0=theta0)
@@ -487,7 +495,7 @@ class RarelySwitchingBandit(Policy):
     def _refit_o(self) -> None:
         """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7)."""
         constraint = Constraint(np.zeros(self.d), self.params.radius)
-        theta = self.estimator_o.fit(np.array(self._x_o), np.array(self._y_o), constraint, self.theta_o)
+        theta = self.estimator_o.fit(np.array(self._x_o), np.array(self._y_o), constraint, self.theta_o, self.t)
         if theta is None:
             self.counts["refused_o"] += 1
         else:
@@ -502,7 +510,9 @@ class RarelySwitchingBandit(Policy):
         w, q = np.linalg.eigh(v)
         v_floored = (q * np.maximum(w, self.params.floor_v)) @ q.T
         constraint = Constraint(self.theta_o.copy(), self.params.elimination_width, v_floored)
-        theta = self.estimator_tau.fit(np.array(self._x_h), np.array(self._y_h), constraint, self.theta_tau)
+        theta = self.estimator_tau.fit(
+            np.array(self._x_h), np.array(self._y_h), constraint, self.theta_tau, self.t
+        )
         if theta is None:
             self.counts["refused_tau"] += 1
         else:

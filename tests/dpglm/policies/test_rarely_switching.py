@@ -192,10 +192,9 @@ from dpglm.policies.joint_dp import (  # noqa: E402
 )
 
 
-def _probit_nll_grad(z, y):
-    """d/dz of −y log Φ(z) − (1 − y) log Φ(−z) (the probit likelihood DP-SGD minimises)."""
-    phi = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    return -y * phi / special.ndtr(z) + (1 - y) * phi / special.ndtr(-z)
+def _probit_loss_grad(z, y):
+    """d/dz of the probit GLM loss b(z) − yz (paper §4), the loss DP-SGD minimises: Φ(z) − y."""
+    return special.ndtr(z) - y
 
 
 def _project(p, centre, radius, metric):
@@ -210,15 +209,15 @@ def _project(p, centre, radius, metric):
     return res.x
 
 
-def _noiseless_gd(X, y, theta0, centre, radius, metric, *, steps, lr, clip, lam):
-    """Full-batch projected DP-SGD with its noise set to zero, written from its definition."""
-    n = len(y)
+def _noiseless_gd(X, y, theta0, centre, radius, metric, *, steps, lr, clip, lam, rounds):
+    """Full-batch projected DP-SGD with its noise set to zero, written from its definition:
+    θ ← Π(θ − η(Σ clip_C(∇ℓ_i(θ))/N + λθ/N)) with the public normaliser N = rounds."""
     theta = _project(theta0, centre, radius, metric)
     for _ in range(steps):
-        g = _probit_nll_grad(X @ theta, y)[:, None] * X
+        g = _probit_loss_grad(X @ theta, y)[:, None] * X
         norms = np.linalg.norm(g, axis=1, keepdims=True)
         g = g * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
-        theta = _project(theta - lr * (g.mean(axis=0) + lam / n * theta), centre, radius, metric)
+        theta = _project(theta - lr * (g.sum(axis=0) / rounds + lam / rounds * theta), centre, radius, metric)
     return theta
 
 
@@ -246,14 +245,14 @@ def reference_algorithm_two(env, params, *, steps, lr, clip, max_refits_o, max_r
             V = V + np.outer(arms[a], arms[a])
             if len(X_o) <= max_refits_o:
                 theta_o = _noiseless_gd(np.array(X_o), np.array(y_o), theta_o, np.zeros(d), params.radius, None,
-                                        **fit)
+                                        rounds=t + 1, **fit)
         else:
             if max(np.linalg.eigvals(np.linalg.solve(H_tau, H)).real) > params.switch_factor:
                 H_tau = H.copy()
                 refits_tau += bool(X_h)
                 if X_h and refits_tau <= max_refits_tau:
                     theta_tau = _noiseless_gd(np.array(X_h), np.array(y_h), theta_tau, theta_o,
-                                              params.elimination_width, V, **fit)
+                                              params.elimination_width, V, rounds=t, **fit)
             H_tau_inv = np.linalg.inv(H_tau)
             w = params.elimination_width
             lcb = max(x @ theta_o - w * math.sqrt(x @ V_inv @ x) for x in arms)
