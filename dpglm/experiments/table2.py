@@ -207,20 +207,23 @@ def plot_kappa(summary: dict[str, Any], path: Path) -> None:
     rows: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for c in summary["cells"]:
         rows[(c["algorithm"], c["preset"], c["epsilon"])].append(c)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 5))
+    drawn: set[tuple[str, float]] = set()
     for (algorithm, preset, eps), cells in sorted(rows.items(), key=lambda kv: _row_order(kv[0] + (0,))):
         cells = sorted(cells, key=lambda c: c["S"])
         label = _label(algorithm, preset, eps)
-        line = ax.errorbar([c["kappa"] for c in cells], [c["regret"] for c in cells],
-                           yerr=[0 if math.isnan(c["se"]) else c["se"] for c in cells], marker="o", label=label)
+        ax.errorbar([c["kappa"] for c in cells], [c["regret"] for c in cells],
+                    yerr=[0 if math.isnan(c["se"]) else c["se"] for c in cells], marker="o", label=label)
         paper = [(PAPER_KAPPA[c["S"]], c["paper"]) for c in cells if c["paper"]]
-        if paper and preset in ("", "calibrated", "simulation", "paper-simulation"):
-            ax.plot(*zip(*paper), linestyle="--", color=line[0].get_color(), alpha=0.5)
+        if paper and (algorithm, eps) not in drawn:
+            drawn.add((algorithm, eps))
+            ax.plot(*zip(*paper), linestyle="--", color="grey", alpha=0.6, marker="x",
+                    label="the paper" if len(drawn) == 1 else None)
     ax.set_xscale("log")
     ax.set_xlabel("κ (oracle, over the run's contexts)")
     ax.set_ylabel("cumulative regret at T")
-    ax.set_title("Table 2: regret vs κ (dashed: the paper)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Table 2: regret vs κ (grey dashed: the paper's rows)")
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
