@@ -717,11 +717,26 @@ class Ledger:
             self._closed = True
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickling (e.g. to a worker process) copies an in-memory ledger; a journalled one refuses,
-        since two copies appending to one journal could together overspend."""
+        """Pickling or copying is allowed only for a fresh in-memory ledger: a budget to hand to a worker.
+
+        A copy is a second, independent ledger over the same budget. Once the
+        ledger has any charge or split, the original and the copy could each
+        spend what is left (or each fund the same child accounts), together
+        overspending the one budget; so a ledger with spends or splits refuses
+        (``TypeError``), as does a journalled one (two copies appending to one
+        journal). Every charge, analysis charge and split takes a sequence number,
+        so "fresh" is exactly ``seq == 0``.
+        """
         if self._journal is not None:
             raise TypeError(f"a Ledger with an open journal ({self.journal_path}) cannot be pickled or copied")
-        state = self.__dict__.copy()
+        with self._lock:
+            if self._seq != 0:
+                raise TypeError(
+                    f"a Ledger with spends or splits ({self._seq} recorded) cannot be pickled or copied: the original "
+                    "and the copy could each spend the same budget; pickle a fresh Ledger (no charges, no splits) "
+                    "to hand a budget to a worker, and send back its report or JSON"
+                )
+            state = self.__dict__.copy()
         del state["_lock"]
         return state
 

@@ -255,17 +255,40 @@ def test_split_names_must_be_new_and_budget_left():
         other.account("a").split({"c": 1})
 
 
-def test_an_in_memory_ledger_pickles_with_its_state():
+def test_a_fresh_ledger_pickles_and_copies_as_a_full_budget():
     import copy
     import pickle
 
     ledger = Ledger(ApproxDP(4, 0.02))
-    paper_split(ledger)["tree"].charge(ZCDP(0.1), mechanism="BinaryTreeMechanism", partition="p")
-    clone = pickle.loads(pickle.dumps(ledger))
-    assert clone.to_json() == ledger.to_json()
-    clone.account("tree").charge(ZCDP(0.01), mechanism="m")  # the clone has a working lock
-    assert ledger.account("tree").spent == ZCDP(Fraction(1, 10))
-    assert copy.deepcopy(ledger).account("tree").spent == ZCDP(Fraction(1, 10))
+    for clone in (pickle.loads(pickle.dumps(ledger)), copy.deepcopy(ledger)):
+        assert clone.budget == ApproxDP(4, Fraction(2, 100)) and clone.root.remaining == ApproxDP(4, Fraction(2, 100))
+        paper_split(clone)["tree"].charge(ZCDP(0.01), mechanism="m")  # the clone has a working lock
+    assert ledger.root.remaining == ApproxDP(4, Fraction(2, 100)) and not ledger.root.children
+
+
+@pytest.mark.parametrize("use", ["charge", "split", "analysis", "refused-then-charge"])
+def test_a_ledger_with_spends_or_splits_refuses_to_be_copied(use):
+    """Two copies of a spent ledger could each spend the remaining budget: 2 × 0.6 of a budget of 1."""
+    import copy
+    import pickle
+
+    ledger = Ledger(PureDP(1))
+    if use == "charge":
+        ledger.charge(PureDP(0.4), mechanism="Laplace")
+    elif use == "split":
+        ledger.split({"a": 1})
+    elif use == "analysis":
+        ledger.root.charge_analysis(PureDP(0.4), reason="paper Lemma 6.1")
+    else:
+        with pytest.raises(BudgetExceeded):
+            ledger.charge(PureDP(2), mechanism="Laplace")
+        pickle.loads(pickle.dumps(ledger))  # a refused charge spent nothing: still fresh
+        ledger.charge(PureDP(0.4), mechanism="Laplace")
+    for duplicate in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match="spends or splits"):
+            duplicate(ledger)
+    with pytest.raises(TypeError, match="spends or splits"):
+        copy.deepcopy(ledger.root)  # an account carries its ledger
 
 
 def test_a_journalled_ledger_refuses_to_be_pickled(tmp_path):
