@@ -50,17 +50,21 @@ __all__ = [
 _MARGIN = 1e-9
 
 
+#: Largest ρ or ε the float conversions accept (their results must stay finite floats).
+_LARGEST = Fraction(10**301)
+
+
 def _positive(value: Number, name: str) -> float:
     exact = as_fraction(value, name)
-    if exact <= 0:
-        raise ValueError(f"{name} must be > 0 (finite), got {value}")
+    if not 0 < exact <= _LARGEST:
+        raise ValueError(f"{name} must be > 0 and at most 1e301, got {value}")
     return float(exact)
 
 
 def _nonnegative(value: Number, name: str) -> float:
     exact = as_fraction(value, name)
-    if exact < 0:
-        raise ValueError(f"{name} must be >= 0 (finite), got {value}")
+    if not 0 <= exact <= _LARGEST:
+        raise ValueError(f"{name} must be >= 0 and at most 1e301, got {value}")
     return float(exact)
 
 
@@ -85,23 +89,32 @@ def cks_rho_at(alpha: float, eps: float, delta: float) -> float:
     return max(0.0, (eps - math.log1p(-1.0 / alpha) + math.log(alpha * delta) / (alpha - 1.0)) / alpha)
 
 
-def _alpha_guess(rho: float, log_inv_delta: float) -> float:
-    # Minimiser of the Bun–Steinke relaxation αρ + ln(1/δ)/(α − 1).
-    return 1.0 + math.sqrt(log_inv_delta / rho)
+def _cks_epsilon_u(u: float, rho: float, log_delta: float) -> float:
+    """:func:`cks_epsilon_at` at α = 1 + u, written in u so that tiny u (huge ρ) keeps its precision.
+
+    αρ = ρ + uρ; ln(1 − 1/α) = ln u − ln(1 + u); ln(αδ)/(α − 1) = (ln(1 + u) + ln δ)/u.
+    """
+    log1p_u = math.log1p(u)
+    return rho + u * rho + math.log(u) - log1p_u - (log1p_u + log_delta) / u
 
 
-def _best_alpha(objective, guess: float) -> float:
-    """Minimise ``objective(alpha)`` over α > 1, searching u = ln(α − 1)."""
-    u0 = math.log(guess - 1.0)
+def _cks_rho_u(u: float, eps: float, log_delta: float) -> float:
+    """:func:`cks_rho_at` at α = 1 + u, written in u (see :func:`_cks_epsilon_u`)."""
+    log1p_u = math.log1p(u)
+    return (eps - math.log(u) + log1p_u + (log1p_u + log_delta) / u) / (1.0 + u)
+
+
+def _best_u(objective, guess: float) -> float:
+    """Minimise ``objective(u)`` over u = α − 1 > 0, searching ln u around the guess."""
+    v0 = math.log(guess)
     result = optimize.minimize_scalar(
-        lambda u: objective(1.0 + math.exp(u)),
-        bounds=(u0 - 12.0, u0 + 12.0),
+        lambda v: objective(math.exp(v)),
+        bounds=(v0 - 12.0, v0 + 12.0),
         method="bounded",
         options={"xatol": 1e-10},
     )
-    alpha = 1.0 + math.exp(float(result.x))
-    guess_value, found_value = objective(guess), objective(alpha)
-    return alpha if found_value <= guess_value else guess
+    u = math.exp(float(result.x))
+    return u if objective(u) <= objective(guess) else guess
 
 
 def zcdp_to_approx(
@@ -134,8 +147,9 @@ def zcdp_to_approx(
     log_inv_delta = -math.log(d)
     if method == "bun_steinke":
         return r + 2.0 * math.sqrt(r * log_inv_delta)
-    alpha = _best_alpha(lambda a: cks_epsilon_at(a, r, d), _alpha_guess(r, log_inv_delta))
-    return cks_epsilon_at(alpha, r, d)
+    # Start at the minimiser α − 1 = √(ln(1/δ)/ρ) of the Bun–Steinke relaxation αρ + ln(1/δ)/(α − 1).
+    u = _best_u(lambda v: _cks_epsilon_u(v, r, -log_inv_delta), math.sqrt(log_inv_delta / r))
+    return max(0.0, _cks_epsilon_u(u, r, -log_inv_delta))
 
 
 def approx_to_zcdp(eps: Number, delta: Number, method: Literal["cks", "bun_steinke"] = "cks") -> float:
@@ -163,8 +177,8 @@ def approx_to_zcdp(eps: Number, delta: Number, method: Literal["cks", "bun_stein
     bs = (math.sqrt(e + log_inv_delta) - math.sqrt(log_inv_delta)) ** 2
     if method == "bun_steinke":
         return bs
-    alpha = _best_alpha(lambda a: -cks_rho_at(a, e, d), _alpha_guess(bs, log_inv_delta))
-    return cks_rho_at(alpha, e, d)
+    u = _best_u(lambda v: -_cks_rho_u(v, e, -log_inv_delta), math.sqrt(log_inv_delta / bs))
+    return max(0.0, _cks_rho_u(u, e, -log_inv_delta))
 
 
 def zcdp_to_approx_certified(rho: Fraction, delta: Fraction) -> Fraction:

@@ -168,7 +168,51 @@ def _to_relation(cost: Cost, relation: str, ledger_relation: str) -> Cost:
         if cost.delta:
             raise ValueError("approximate zCDP (delta > 0) under add_remove cannot be restated as replace_one")
         return ZCDP(4 * cost.rho)
-    return ApproxDP(2 * cost.eps, min(_ceil_fraction(1.0 + math.exp(float(cost.eps))) * cost.delta, Fraction(1)))
+    return ApproxDP(2 * cost.eps, _group_delta(cost))
+
+
+#: A rational above e = 2.718281828459045235…
+_E_UPPER = Fraction(271828182845904524, 10**17)
+
+
+def _exp_upper(x: Fraction) -> Fraction:
+    """A rational ≥ e^x for x ≥ 0, exact for any size of x (no float overflow).
+
+    e^x = e^⌊x⌋·e^{x−⌊x⌋}: the first factor from a decimal upper bound of e, the
+    second from the float exp of a float at or above the fractional part,
+    rounded up past its error.
+    """
+    whole = math.floor(x)
+    fractional = float(x - whole)
+    if Fraction(fractional) < x - whole:
+        fractional = math.nextafter(fractional, math.inf)
+    return _E_UPPER**whole * _ceil_fraction(math.exp(fractional))
+
+
+def _group_delta(cost: ApproxDP) -> Fraction:
+    """δ' ≥ (1 + e^ε)·δ of an add/remove (ε, δ) charge restated under replace-one (group privacy, k = 2).
+
+    Raises ``ValueError`` when δ' ≥ 1: the restated guarantee is vacuous and no
+    (ε, δ) budget (δ < 1) can pay it. Decided in log space first, so a huge ε
+    neither overflows a float nor builds a huge rational.
+    """
+    if cost.delta == 0:
+        return Fraction(0)
+    if cost.eps > 10**300:
+        raise ValueError(f"eps of an add_remove charge must be at most 1e300 to restate it under replace_one, got {cost}")
+    eps = float(cost.eps)
+    log_factor = eps + math.log1p(math.exp(-eps))  # ln(1 + e^ε), stable for large ε
+    log_delta = math.log(cost.delta.numerator) - math.log(cost.delta.denominator)
+    vacuous = ValueError(
+        f"an add_remove charge {cost} restated under replace_one (group privacy, k = 2) has "
+        f"delta' = (1 + e^eps) * delta >= 1: no guarantee, no budget can pay it; lower eps or delta"
+    )
+    if log_factor + log_delta > 1e-6:
+        raise vacuous
+    restated = (1 + _exp_upper(cost.eps)) * cost.delta
+    if restated >= 1:
+        raise vacuous
+    return restated
 
 
 def _in_currency(cost: Cost, currency: str, path: str) -> Vector:

@@ -22,7 +22,7 @@ from accounting import PureDP, ZCDP
 # names below are the ones mechanisms and their importers have always used.
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
-from mechanisms.release import Release, check_generator, check_positive, check_relation
+from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = [
     "GaussianMechanism",
@@ -206,12 +206,7 @@ class GaussianMechanism:
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.rng = check_generator(rng)
         self.relation = check_relation(relation)
-        if getattr(account, "currency", None) != "zcdp":
-            raise TypeError(
-                "account must charge in zCDP (currency 'zcdp') for a Gaussian mechanism, "
-                f"got currency {getattr(account, 'currency', None)!r}"
-            )
-        self.account = account
+        self.account = check_account(account, ("zcdp",), "a Gaussian mechanism (zCDP cost)")
         if (sigma is None) == (cost is None):
             raise ValueError("give exactly one of sigma (noise std > 0) and cost (a ZCDP per release)")
         if sigma is not None:
@@ -286,7 +281,8 @@ class LaplaceMechanism:
     Parameters
     ----------
     account : accounting.Account
-        Account charged before every release.
+        Account charged before every release, in any currency ("pure", "approx"
+        or "zcdp"); checked at construction.
     sensitivity : float
         L1 sensitivity Δ > 0 under ``relation``.
     rng : numpy.random.Generator
@@ -313,7 +309,8 @@ class LaplaceMechanism:
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.rng = check_generator(rng)
         self.relation = check_relation(relation)
-        self.account = account
+        # A pure-DP charge converts into every currency (ε → (ε, 0); ε → ε²/2 zCDP).
+        self.account = check_account(account, ("pure", "approx", "zcdp"), "a Laplace mechanism (pure-DP cost)")
         if (scale is None) == (cost is None):
             raise ValueError("give exactly one of scale (Laplace b > 0) and cost (a PureDP per release)")
         if scale is not None:

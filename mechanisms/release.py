@@ -16,7 +16,7 @@ import numpy as np
 from accounting import RELATIONS, Receipt
 from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
 
-__all__ = ["Release", "RELATIONS", "check_generator", "check_positive", "check_relation"]
+__all__ = ["Release", "RELATIONS", "check_account", "check_generator", "check_positive", "check_relation"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,36 @@ class Release:
     def __reduce__(self) -> tuple[type, tuple[np.ndarray | float, Receipt]]:
         """Copies and unpickled releases are rebuilt through the checks, so they are frozen too."""
         return (Release, (self.value, self.receipt))
+
+
+def check_account(account: object, currencies: tuple[str, ...], user: str) -> object:
+    """Return ``account`` if it can be charged (a callable ``charge``) in one of ``currencies``.
+
+    Duck-typed on purpose: views that forward to an ``accounting.Account`` (e.g. one
+    fixing a partition key) are accepted; what matters is that a charge reaches a
+    ledger and that the ledger can take the mechanism's cost in that currency.
+
+    Parameters
+    ----------
+    account : accounting.Account
+    currencies : tuple of str
+        Currencies that can pay the mechanism's cost (``"pure"``, ``"approx"``, ``"zcdp"``).
+    user : str
+        The mechanism, for the message.
+
+    Raises
+    ------
+    TypeError
+        If ``account`` has no ``charge`` method or its ``currency`` is not allowed;
+        the message names ``account`` and the allowed currencies.
+    """
+    if not callable(getattr(account, "charge", None)):
+        raise TypeError(f"account must be an accounting.Account (with a charge method), got {type(account).__name__}")
+    currency = getattr(account, "currency", None)
+    if currency not in currencies:
+        allowed = " or ".join(repr(c) for c in currencies)
+        raise TypeError(f"account must charge in currency {allowed} for {user}, got currency {currency!r}")
+    return account
 
 
 def check_generator(rng: object) -> np.random.Generator:

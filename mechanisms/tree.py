@@ -78,7 +78,7 @@ import numpy as np
 from accounting import ZCDP
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
 from mechanisms.noise import element_bound, round_up
-from mechanisms.release import Release, check_generator, check_positive, check_relation
+from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = ["BinaryTreeMechanism", "ContinualRelease", "check_stream_shape", "tree_depth", "StreamElements"]
 
@@ -216,11 +216,7 @@ def continual_cost(
     From ``cost`` (or, if neither is given, all of ``account.remaining``): σ is the
     smallest float meeting the cost, which is charged exactly.
     """
-    if getattr(account, "currency", None) != "zcdp":
-        raise TypeError(
-            "account must charge in zCDP (currency 'zcdp') for Gaussian tree noise, "
-            f"got currency {getattr(account, 'currency', None)!r}"
-        )
+    check_account(account, ("zcdp",), "Gaussian continual-release noise (zCDP cost)")
     if sigma is not None and cost is not None:
         raise ValueError("give at most one of sigma (node noise std > 0) and cost (a ZCDP for the whole horizon)")
     if sigma is not None:

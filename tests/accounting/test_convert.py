@@ -161,3 +161,23 @@ def test_mechanisms_use_the_one_gaussian_calibration_and_relation_check():
     assert release.check_relation is costs.check_relation
     with pytest.raises(ValueError, match="compositions"):
         convert.gaussian_sigma(1.0, 1.0, 0)
+
+
+@pytest.mark.parametrize("rho", [1e36, 1e100, 1e300])
+def test_huge_rho_converts_between_rho_and_bun_steinke(rho):
+    """For α − 1 = √(ln(1/δ)/ρ) below float resolution near 1 the CKS bound is still evaluated (in α − 1)."""
+    delta = 1e-6
+    eps = convert.zcdp_to_approx(rho, delta)
+    bun_steinke = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    assert rho <= eps <= bun_steinke
+    assert math.isfinite(float(convert.zcdp_to_approx_certified(Fraction(rho), Fraction(1, 10**6))))
+    back = convert.approx_to_zcdp(rho, delta)  # now read as an ε
+    assert (math.sqrt(rho + math.log(1 / delta)) - math.sqrt(math.log(1 / delta))) ** 2 <= back * (1 + 1e-15)
+    assert back <= rho
+
+
+def test_rho_beyond_float_range_names_rho():
+    with pytest.raises(ValueError, match="rho must be >= 0 and at most 1e301"):
+        convert.zcdp_to_approx(Fraction(10**400), 1e-6)
+    with pytest.raises(ValueError, match="eps must be > 0 and at most 1e301"):
+        convert.approx_to_zcdp(Fraction(10**400), 1e-6)

@@ -297,3 +297,22 @@ def test_a_journalled_ledger_refuses_to_be_pickled(tmp_path):
     with Ledger(PureDP(1), journal=tmp_path / "j.db") as ledger:
         with pytest.raises(TypeError, match="journal"):
             pickle.dumps(ledger)
+
+
+def test_add_remove_charge_with_a_huge_eps_is_restated_without_overflow():
+    """Group privacy (k = 2): (ε, δ) add/remove → (2ε, (1 + e^ε)δ) replace-one; e^800 is beyond a float."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    ledger = Ledger(ApproxDP(2000, Fraction(1, 10**50)))
+    receipt = ledger.charge(ApproxDP(800, Fraction(1, 10**400)), mechanism="m", relation="add_remove")
+    assert receipt.charged.eps == 1600
+    exact = (1 + Decimal(800).exp()) * Decimal(10) ** -400  # ≈ 2.726e-53
+    charged = Decimal(receipt.charged.delta.numerator) / Decimal(receipt.charged.delta.denominator)
+    assert exact <= charged <= exact * (1 + Decimal("1e-9"))
+    remaining = ledger.root.remaining
+    with pytest.raises(ValueError, match=r"delta' = \(1 \+ e\^eps\) \* delta >= 1"):
+        ledger.charge(ApproxDP(710, 1e-6), mechanism="m", relation="add_remove")  # (1 + e^710)·1e-6 ≫ 1
+    with pytest.raises(ValueError, match="delta' "):
+        ledger.charge(ApproxDP(Fraction(1, 2), Fraction(1, 2)), mechanism="m", relation="add_remove")  # 1.32 ≥ 1
+    assert ledger.root.remaining == remaining

@@ -1,6 +1,7 @@
 """Gaussian and Laplace mechanisms: charge first, exact rounded-up calibration, noise moments, bad input."""
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import dp_accounting
 import numpy as np
@@ -9,7 +10,7 @@ from dp_accounting import rdp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accounting import BudgetExceeded, Ledger, PureDP, ZCDP
+from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP
 from mechanisms import GaussianMechanism, LaplaceMechanism, Release
 from mechanisms.noise import round_up
 
@@ -303,3 +304,18 @@ def test_nonnegative_does_not_change_add_remove():
     gaussian.release_sum(np.array([[0.6, 0.8]]), nonnegative=True)  # norm 1 = Δ, as without the option
     with pytest.raises(ValueError, match="L2 norm"):
         gaussian.release_sum(np.array([[0.6, 0.8]]) * 1.001, nonnegative=True)
+
+
+def test_laplace_checks_the_account_at_construction():
+    rng = np.random.default_rng(0)
+    with pytest.raises(TypeError, match="account must be an accounting.Account"):
+        LaplaceMechanism(object(), 1.0, rng, scale=1.0)
+    with pytest.raises(TypeError, match="account must charge in currency 'pure' or 'approx' or 'zcdp'"):
+        LaplaceMechanism(SimpleNamespace(charge=lambda *a, **k: None, currency="dollars"), 1.0, rng, scale=1.0)
+    # Every real currency can pay a pure-DP charge: ε as (ε, 0), or ε²/2 zCDP (Bun & Steinke 2016, Prop. 1.4).
+    zcdp = zcdp_account(1.0)
+    LaplaceMechanism(zcdp, 1.0, rng, cost=PureDP(0.5)).release(0.0)
+    assert zcdp.spent == ZCDP(Fraction(1, 8))
+    approx = Ledger(ApproxDP(1, 1e-6)).root
+    LaplaceMechanism(approx, 1.0, rng, cost=PureDP(0.5)).release(0.0)
+    assert approx.spent == ApproxDP(Fraction(1, 2), 0)
