@@ -79,14 +79,15 @@ def cks_epsilon_at(alpha: float, rho: float, delta: float) -> float:
     """CKS bound at one order: ε(α) = αρ + ln(1 − 1/α) − ln(αδ)/(α − 1), α > 1.
 
     Any α > 1 gives a valid (ε, δ) for a ρ-zCDP mechanism (CKS 2020, Prop. 12
-    with τ = αρ); the result is clipped at 0.
+    with τ = αρ); the result is clipped at 0. Evaluated as :func:`_cks_epsilon_u`
+    at u = α − 1 (the form the minimisation uses).
     """
-    return max(0.0, alpha * rho + math.log1p(-1.0 / alpha) - math.log(alpha * delta) / (alpha - 1.0))
+    return max(0.0, _cks_epsilon_u(alpha - 1.0, rho, math.log(delta)))
 
 
 def cks_rho_at(alpha: float, eps: float, delta: float) -> float:
-    """Largest ρ whose CKS bound at order α is at most ε (solve ε(α) = ε for ρ)."""
-    return max(0.0, (eps - math.log1p(-1.0 / alpha) + math.log(alpha * delta) / (alpha - 1.0)) / alpha)
+    """Largest ρ whose CKS bound at order α is at most ε (solve ε(α) = ε for ρ), via :func:`_cks_rho_u`."""
+    return max(0.0, _cks_rho_u(alpha - 1.0, eps, math.log(delta)))
 
 
 def _cks_epsilon_u(u: float, rho: float, log_delta: float) -> float:

@@ -181,3 +181,14 @@ def test_rho_beyond_float_range_names_rho():
         convert.zcdp_to_approx(Fraction(10**400), 1e-6)
     with pytest.raises(ValueError, match="eps must be > 0 and at most 1e301"):
         convert.approx_to_zcdp(Fraction(10**400), 1e-6)
+
+
+@pytest.mark.parametrize("alpha, rho, delta", [(1.5, 0.5, 1e-6), (3.0, 0.01, 1e-5), (41.0, 0.002, 0.02 / 3)])
+def test_cks_bound_at_one_order_is_the_textbook_formula(alpha, rho, delta):
+    """CKS 2020 Prop. 12 with τ = αρ, and its inverse in ρ, at a fixed order."""
+    textbook = alpha * rho + math.log(1 - 1 / alpha) - math.log(alpha * delta) / (alpha - 1)
+    assert convert.cks_epsilon_at(alpha, rho, delta) == pytest.approx(max(0.0, textbook), rel=1e-12, abs=1e-15)
+    eps = 30.0  # above the bound at ρ = 0 for these orders, so the inverse is not clipped at 0
+    rho_at = convert.cks_rho_at(alpha, eps, delta)
+    assert rho_at > 0
+    assert alpha * rho_at + math.log(1 - 1 / alpha) - math.log(alpha * delta) / (alpha - 1) == pytest.approx(eps)
