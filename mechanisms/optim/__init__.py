@@ -1,7 +1,18 @@
-"""Private convex optimisers for GLM losses: projected DP-SGD, shuffle-private P_GD, and their constraint sets."""
+"""Private convex optimisers for GLM losses: projected DP-SGD, shuffle-private P_GD, and their constraint sets.
 
-from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
+:class:`DPSGD` needs torch and opacus; it is imported on first use so that the
+numpy-only optimisers (:class:`ShufflePGD`, the projections) load without them.
+"""
+
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 from mechanisms.optim.shuffle_pgd import ShufflePGD
 
 __all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "MetricProjection", "ShufflePGD"]
+
+
+def __getattr__(name: str):
+    if name in ("DPSGD", "DPSGDPlan"):
+        from mechanisms.optim import dpsgd
+
+        return getattr(dpsgd, name)
+    raise AttributeError(f"module 'mechanisms.optim' has no attribute {name!r}")
