@@ -52,7 +52,7 @@ def test_help_imports_no_command_module():
         "except SystemExit:\n"
         "    pass\n"
         "heavy = [m for m in ('torch', 'matplotlib', 'audits.command', 'dpglm.commands.demo') if m in sys.modules]\n"
-        "print(','.join(heavy))\n"
+        "print('HEAVY:' + ','.join(heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip().splitlines()[-1] == ""
+    assert result.stdout.strip().splitlines()[-1] == "HEAVY:"
