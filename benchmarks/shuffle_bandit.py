@@ -15,14 +15,20 @@ Plain ``python benchmarks/shuffle_bandit.py``. Prints two small tables:
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 
-import numpy as np
+# Run as a script, this folder is sys.path[0] and benchmarks/mechanisms.py would shadow the package.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+import numpy as np  # noqa: E402
 
 from dpglm.envs import StochasticContextEnv
-from dpglm.policies import run_policy_record
-from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy
-from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels, paper_noise_bits
+from dpglm.policies import run_policy_record  # noqa: E402
+from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy  # noqa: E402
+from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels, paper_noise_bits  # noqa: E402
 
 FAMILY, D, K, S, DELTA = "probit", 5, 20, 3.0, 0.02
 
@@ -71,6 +77,11 @@ def noise_table() -> None:
                 sd_paper = math.sqrt(n * (1 + paper) / 4) / g
                 print(f"{d:2d} {n:5d} {half_eps:6.1f} {g:4d} {ours:8d} {paper:10.3g} {sd_ours:8.2f} "
                       f"{sd_paper:9.1f} {sd_paper / sd_ours:14.0f}")
+    # Cross-check with benchmarks/shuffle.py's point (n = 1e4, δ = 1e-5, a d = 5 matrix, ε = 1).
+    n, g = 10_000, default_levels(10_000, 5)
+    ours, paper = calibrate_noise_bits(n, 1.0, 1e-5, g, 15), paper_noise_bits(n, 1.0, 1e-5, 5, g)
+    print(f"cross-check n=1e4, delta=1e-5, d=5 matrix, eps=1: b ours {ours}, b paper {paper:.3g}, "
+          f"paper/ours bits {paper / ours:.3g}, sd ratio {math.sqrt((1 + paper) / (1 + ours)):.0f}")
 
 
 if __name__ == "__main__":
