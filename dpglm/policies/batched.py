@@ -352,14 +352,6 @@ class _PartitionedAccount:
 
 
 @functools.lru_cache(maxsize=256)
-def _noise_bits(n: int, epsilon: float, delta: float, levels: int, coordinates: int) -> int:
-    """Cached :func:`mechanisms.shuffle_accountant.calibrate_noise_bits` (runs repeat batch lengths)."""
-    from mechanisms.shuffle_accountant import calibrate_noise_bits
-
-    return calibrate_noise_bits(n, epsilon, delta, levels, coordinates)
-
-
-@functools.lru_cache(maxsize=256)
 def _round_epsilon(epsilon: float, delta: float, iterations: int, round_delta: float) -> float:
     """Cached :func:`mechanisms.optim.shuffle_pgd.calibrate_round_epsilon`."""
     from mechanisms.optim.shuffle_pgd import calibrate_round_epsilon
@@ -409,15 +401,11 @@ class ShuffledDesignSum:
 
     def matrix(self, leaves: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
         from mechanisms.shuffle import ShuffleVectorSum
-        from mechanisms.shuffle_accountant import default_levels
 
         n, d = leaves.shape[0], leaves.shape[-1]
-        users = max(n, 2)
-        levels = default_levels(users, d) if self.levels is None else int(self.levels)
-        mechanism = ShuffleVectorSum(
-            _PartitionedAccount(self.account, batch_partition(batch)), users, (d, d), bound, self.rng,
-            epsilon=self.epsilon, delta=self.delta, levels=levels,
-            noise_bits=_noise_bits(users, self.epsilon, self.delta, levels, d * (d + 1) // 2),
+        mechanism = ShuffleVectorSum(  # noise bits: the accountant's (cached) calibration
+            _PartitionedAccount(self.account, batch_partition(batch)), max(n, 2), (d, d), bound, self.rng,
+            epsilon=self.epsilon, delta=self.delta, levels=self.levels,
         )
         if n < 2:  # the protocol needs two users; a zero dummy leaf changes no one's data
             leaves = np.concatenate([leaves, np.zeros((2 - n, d, d))])
