@@ -9,7 +9,7 @@ characteristic time (:mod:`~dpglm.bai.characteristic_time`), stopping thresholds
 from dpglm.bai.characteristic_time import CharacteristicTime, characteristic_time
 from dpglm.bai.divergences import d_eps, d_minus, d_plus, kl, transport_cost
 from dpglm.bai.successive_elimination import DPSE
-from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold
+from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from dpglm.bai.top_two import AdaPTT, AdaPTTStar, BAIResult, DPTopTwo, EBTopTwo
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "EBTopTwo",
     "GammaThreshold",
     "HeuristicThreshold",
+    "LaplaceTailThreshold",
     "characteristic_time",
     "d_eps",
     "d_minus",

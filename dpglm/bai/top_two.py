@@ -41,7 +41,7 @@ from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
 from dpglm.bai.divergences import _d_plus, _transport_cost
-from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold
+from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.geometric import GeometricBatchMean
 
 __all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "AdaPTT", "AdaPTTStar", "tracking_pulls"]
@@ -210,11 +210,12 @@ class _TopTwo:
             raise ValueError(f"beta must be in (0, 1), got {beta!r}")
         if not 0 < block_fraction <= 1:
             raise ValueError(f"block_fraction must be in (0, 1], got {block_fraction!r}")
-        if threshold not in ("provable", "heuristic"):
-            raise ValueError(f"threshold must be 'provable' or 'heuristic', got {threshold!r}")
+        if threshold not in ("provable", "gamma", "heuristic"):
+            raise ValueError(f"threshold must be 'provable', 'gamma' or 'heuristic', got {threshold!r}")
         self.delta, self.beta, self.eta, self.block_fraction = float(delta), float(beta), float(eta), block_fraction
         k = self.mu.size
-        self.threshold = GammaThreshold(k, delta) if threshold == "provable" else HeuristicThreshold(k, delta)
+        self.threshold = {"provable": LaplaceTailThreshold, "gamma": GammaThreshold,
+                          "heuristic": HeuristicThreshold}[threshold](k, delta)
 
     # -- costs (overridden by AdaP-TT) ------------------------------------------------
     def _challenger_cost(self, m_lead, m, n_lead, n):
@@ -357,7 +358,8 @@ class DPTopTwo(_TopTwo):
     Geometric-batch Laplace estimator (cumulative; :class:`mechanisms.geometric.GeometricBatchMean`),
     EB leader, TCI challenger with C*_ε and true counts, β-tracking, GLR stopping
     with phase counts Ñ re-solved only at refreshes. ``threshold="provable"``
-    (default) is :class:`~dpglm.bai.thresholds.GammaThreshold`; ``"heuristic"``
+    (default) is :class:`~dpglm.bai.thresholds.LaplaceTailThreshold`, ``"gamma"``
+    its looser closed form :class:`~dpglm.bai.thresholds.GammaThreshold`; ``"heuristic"``
     is :class:`~dpglm.bai.thresholds.HeuristicThreshold` (figure comparison only).
     Each run holds a pure-ε :class:`accounting.Ledger`; its report shows ε in total.
     """

@@ -6,7 +6,7 @@ from scipy import stats
 from scipy.optimize import brentq
 
 from dpglm.bai.divergences import d_minus
-from dpglm.bai.thresholds import ZETA2, GammaThreshold, HeuristicThreshold
+from dpglm.bai.thresholds import ZETA2, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold, laplace_tail
 
 
 def test_threshold_is_the_gamma_quantile():
@@ -24,7 +24,7 @@ def test_threshold_is_the_gamma_quantile():
 
 @pytest.mark.parametrize("k, mu, eps", [(3, 0.3, 0.5), (5, 0.8, 0.05), (4, 0.5, 5.0)])
 def test_lemma_tail_bound_by_monte_carlo(k, mu, eps):
-    """P[n·d⁻_ε(clip μ̃, μ) > x] ≤ P[Gamma(k + 1) > x] at n = 2^{k−1}, μ̃ = (S_n + Σ_k Lap(1/ε))/n."""
+    """P[n·d⁻_ε(clip μ̃, μ) > x] ≤ T_k(x) ≤ P[Gamma(k + 1) > x] at n = 2^{k−1}, μ̃ = (S_n + Σ_k Lap(1/ε))/n."""
     rng = np.random.default_rng(7)
     n, m = 2 ** (k - 1), 400_000
     s = rng.binomial(n, mu, m)
@@ -33,7 +33,8 @@ def test_lemma_tail_bound_by_monte_carlo(k, mu, eps):
     stat = n * d_minus(est, np.full(m, mu), eps)  # overestimation side
     stat_up = n * d_minus(1 - est, np.full(m, 1 - mu), eps)  # underestimation side (d⁺ by symmetry)
     for x in (2.0, 4.0, 7.0):
-        bound = stats.gamma(k + 1).sf(x)
+        bound = laplace_tail(x, k)
+        assert bound <= stats.gamma(k + 1).sf(x)
         for st in (stat, stat_up):
             emp = np.mean(st > x)
             # empirical tail within its own Monte-Carlo noise of the bound (3 sd)
@@ -53,3 +54,25 @@ def test_bai_md_candidate_is_valid_and_looser():
 def test_heuristic_is_half_log_of_one_plus_log_n_over_delta():
     h = HeuristicThreshold(5, 0.01)
     assert float(h(3, 100)) == pytest.approx(0.5 * np.log((1 + np.log(100)) / 0.01))
+
+
+def test_laplace_tail_matches_monte_carlo():
+    """T_k(c) = P[E + (ΣL)⁺ > c] against a direct simulation (sd ≈ 3e-4)."""
+    rng = np.random.default_rng(0)
+    m = 1_000_000
+    for k in (1, 3):
+        w = rng.laplace(0, 1, (m, k)).sum(axis=1)
+        e = rng.exponential(1, m)
+        for c in (2.0, 5.0, 8.0):
+            assert laplace_tail(c, k) == pytest.approx(np.mean(e + np.maximum(w, 0) > c), abs=1.5e-3)
+    assert laplace_tail(0.0, 2) == 1.0
+
+
+def test_default_threshold_solves_its_tail_and_beats_gamma():
+    K, delta = 5, 0.01
+    th, gamma = LaplaceTailThreshold(K, delta), GammaThreshold(K, delta)
+    for k in (1, 4, 20):
+        assert laplace_tail(float(th(k)), k) == pytest.approx(delta / (K * ZETA2 * k**2), rel=1e-6)
+        assert th(k) < gamma(k)
+    assert th(20) < gamma(20) - 10  # ~0.7 nat per Laplace term
+    assert LaplaceTailThreshold.provable

@@ -58,7 +58,9 @@ def test_dp_tt_run_costs_epsilon_and_is_reproducible():
     "make",
     [
         lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2),
+        lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2, threshold="gamma"),
         lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2, threshold="heuristic"),
+        lambda: DPTopTwo((0.6, 0.5, 0.45), 2.0, 0.2, threshold="heuristic", forced_exploration=True),
         lambda: EBTopTwo((0.6, 0.5, 0.45), 0.2),
         lambda: AdaPTT((0.7, 0.5, 0.45), 2.0, 0.2),
         lambda: AdaPTTStar((0.7, 0.5, 0.45), 2.0, 0.2),
