@@ -252,11 +252,18 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
     tail = float(stats.binom.sf(correct - 1, guesses, q))
     if delta == 0.0 or correct == 0:
         return min(1.0, tail)
-    # cdf[j] = P[Bin(r, q) ≤ j - 1] for j = 0..v, so P[v - i ≤ B < v] = cdf[v] - cdf[v - i].
-    cdf = np.concatenate(([0.0], stats.binom.cdf(np.arange(correct), guesses, q)))
-    i = np.arange(1, correct + 1)
-    window = (cdf[correct] - cdf[correct - i]) / i
-    return min(1.0, tail + 2 * canaries * delta * float(window.max()))
+    # window(i) = P[v - i ≤ B < v] / i = (F(v-1) - F(v-1-i)) / i, F the Bin(r, q) cdf. Below
+    # lo = mean - 40 sd the cdf is < 1e-300, so i only runs to v - lo; every longer window is
+    # at most F(v-1)/(v - lo + 1), added as one more candidate so the max is never underestimated.
+    sd = math.sqrt(guesses * q * (1 - q))
+    lo = int(min(max(0.0, math.floor(guesses * q - 40 * sd) - 1), correct - 1))
+    cdf = stats.binom.cdf(np.arange(lo - 1, correct), guesses, q)  # F(lo-1), ..., F(v-1)
+    i = np.arange(1, correct - lo + 1)
+    window = (cdf[-1] - cdf[correct - lo - i]) / i
+    worst = float(window.max())
+    if lo > 0:
+        worst = max(worst, float(cdf[-1]) / (correct - lo + 1))
+    return min(1.0, tail + 2 * canaries * delta * worst)
 
 
 def _check_one_run(canaries: int, guesses: int, correct: int) -> None:
@@ -289,13 +296,13 @@ def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *,
     # With all r guesses right and δ = 0 the bound is logit(α^{1/r}) ≈ ln(r / ln(1/α));
     # past a few times that the binomial tail is ≈ 1 and nothing is rejected.
     upper = 2.0 * math.log(max(guesses, 2) / math.log(1 / alpha) + 1.0) + 2.0
-    grid = np.linspace(0.0, upper, 401)
+    grid = np.linspace(0.0, upper, 41)
     flags = np.array([rejected(float(eps)) for eps in grid])
     last = int(np.flatnonzero(flags)[-1])
     if last == grid.size - 1:
         raise RuntimeError("one-run bound search range too small; report this as a bug")
     low, high = float(grid[last]), float(grid[last + 1])
-    for _ in range(50):
+    for _ in range(40):
         middle = (low + high) / 2
         if rejected(middle):
             low = middle

@@ -31,7 +31,8 @@ class AuditSpec:
         Command-line name.
     build : callable
         ``build(epsilon, quick)``: an :class:`~audits.base.Audit`, or a
-        :class:`~audits.bandit.BanditCouplingAudit` (same ``run(runs, seed)``).
+        :class:`~audits.bandit.BanditCouplingAudit` or
+        :class:`~audits.one_run.OneRunGaussianAudit` (same ``run(runs, seed)``).
     runs, quick_runs : int
         Main runs per neighbour at full and quick size (coupled pairs for
         the bandit coupling).
@@ -114,6 +115,16 @@ def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], 
     return build
 
 
+def _one_run(mechanism_class: str | None, name: str) -> Callable[[float, bool], object]:
+    def build(epsilon: float, quick: bool) -> object:
+        from audits.one_run import OneRunGaussianAudit  # noqa: PLC0415
+
+        planted = None if mechanism_class is None else _planted(mechanism_class)
+        return OneRunGaussianAudit(epsilon, DELTA, canaries=100_000 if quick else 1_000_000,
+                                   mechanism_class=planted, name=name)
+    return build
+
+
 def _planted(attribute: str) -> type:
     import audits.planted  # noqa: PLC0415
 
@@ -142,6 +153,11 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
               "full-batch DP-SGD, Dirac gradient canary, last iterate"),
     AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, "consistent", (1.0, 4.0),
               "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
+    AuditSpec("gaussian-one-run", _one_run(None, "gaussian-one-run"), 1, 1, "consistent", EPSILONS,
+              "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
+    AuditSpec("gaussian-one-run-halved-sensitivity",
+              _one_run("HalvedSensitivityGaussian", "gaussian-one-run-halved-sensitivity"), 1, 1, "violated",
+              (1.0,), "planted: Gaussian noise for Δ/2, audited in one release"),
     AuditSpec("gaussian-halved-sensitivity", _with_planted(_gaussian, "HalvedSensitivityGaussian",
                                                            "gaussian-halved-sensitivity"),
               20_000, 5_000, "violated", (1.0,), "planted: Gaussian noise for Δ/2"),
