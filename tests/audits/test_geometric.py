@@ -17,11 +17,12 @@ def test_claim_is_epsilon_for_the_whole_stream_by_parallel_composition():
 def test_first_batch_scores_are_laplace_location_pair():
     audit = GeometricBatchAudit(1.0, samples=4)
     rng = np.random.default_rng(11)
-    null, alternative = audit.sample(0, 4000, rng), audit.sample(1, 4000, rng)
-    # d₁ = first reward + Lap(1/ε): medians 0 and 1, mean absolute deviation 1/ε.
-    assert np.median(null[:, 0]) == pytest.approx(0.0, abs=0.08)
-    assert np.median(alternative[:, 0]) == pytest.approx(1.0, abs=0.08)
-    assert np.mean(np.abs(null[:, 0])) == pytest.approx(1.0, rel=0.06)
+    null, alternative = audit.sample(0, 2000, rng), audit.sample(1, 2000, rng)
+    # d₁ = first reward + Lap(1/ε): medians 0 and 1 (standard error 0.022 at 2000 runs),
+    # mean absolute deviation 1/ε (standard error 0.022).
+    assert np.median(null[:, 0]) == pytest.approx(0.0, abs=0.1)
+    assert np.median(alternative[:, 0]) == pytest.approx(1.0, abs=0.1)
+    assert np.mean(np.abs(null[:, 0])) == pytest.approx(1.0, abs=0.08)
 
 
 def test_correct_estimator_is_consistent_and_tight():
