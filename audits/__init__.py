@@ -1,0 +1,11 @@
+"""Empirical privacy audits: certified lower bounds on ε from many runs of the real mechanisms.
+
+- :mod:`audits.bounds` — Clopper–Pearson, Gaussian-DP and one-run ε lower bounds.
+- :mod:`audits.base` — the audit game (held-out threshold, certification, verdict) and its result record.
+- :mod:`audits.noise`, :mod:`audits.tree`, :mod:`audits.geometric`, :mod:`audits.shuffle`,
+  :mod:`audits.dpsgd` — one audit per mechanism family, each with its worst-case pair and statistic.
+- :mod:`audits.one_run` — the Gaussian mechanism audited in a single release with canaries.
+- :mod:`audits.bandit` — the noise-coupling audit of the joint-DP bandit.
+- :mod:`audits.planted` — deliberately broken variants that the audits must refute.
+- :mod:`audits.catalogue`, :mod:`audits.command` — ``dpglm audit NAME|all``.
+"""

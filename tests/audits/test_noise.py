@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from dp_accounting import get_sigma_gaussian
 
@@ -20,8 +21,6 @@ def test_gaussian_claim_is_the_analytic_gaussian_of_the_target():
 
 
 def test_gaussian_bulk_runs_have_the_single_mechanisms_law():
-    import numpy as np
-
     audit = GaussianAudit(2.0)
     rng = np.random.default_rng(3)
     null, alternative = audit.sample(0, 40_000, rng)[:, 0], audit.sample(1, 40_000, rng)[:, 0]
