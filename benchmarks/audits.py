@@ -1,6 +1,6 @@
 """Audit throughput: mechanism runs per second (vectorised, through the real mechanisms), and bound cost.
 
-Run: ``python benchmarks/audits.py [--runs N]``. For each audit it times
+Run: ``python -m benchmarks.audits [--runs N]``. For each audit it times
 ``Audit.sample`` on both neighbours (N runs each, after one warm-up call that
 pays for imports and calibration), and the certification of one result
 (Clopper–Pearson and Gaussian-DP bounds, threshold search over 400 candidates).
@@ -10,18 +10,12 @@ CPU time is reported beside wall time: the machine is shared.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-# Run as a script, this file's directory comes first on sys.path and its own name would
-# shadow the ``audits`` package: drop that entry before importing it.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from audits.bounds import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, one_run_epsilon_lower_bound  # noqa: E402
+from audits.bounds import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, one_run_epsilon_lower_bound
 
 
 def _builders(runs: int) -> list[tuple[str, object, int]]:

@@ -1,27 +1,21 @@
 """Speed of the private best-arm identification code: simulated steps per second.
 
-Run by hand: ``python benchmarks/bai.py``. Prints one row per algorithm and ε on
+Run by hand: ``python -m benchmarks.bai``. Prints one row per algorithm and ε on
 μ1 = (0.95, 0.9, 0.9, 0.9, 0.5), δ = 0.01: runs simulated in lockstep, total
 steps, wall time, steps per second; plus the transport-cost and T*_ε solvers.
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-# `python benchmarks/bai.py` puts benchmarks/ first on sys.path, where
-# benchmarks/mechanisms.py would shadow the `mechanisms` package
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from dpglm.bai.characteristic_time import characteristic_time  # noqa: E402
-from dpglm.bai.divergences import transport_cost  # noqa: E402
-from dpglm.bai.successive_elimination import DPSE  # noqa: E402
-from dpglm.bai.top_two import AdaPTT, DPTopTwo, EBTopTwo  # noqa: E402
+from dpglm.bai.characteristic_time import characteristic_time
+from dpglm.bai.divergences import transport_cost
+from dpglm.bai.successive_elimination import DPSE
+from dpglm.bai.top_two import AdaPTT, DPTopTwo, EBTopTwo
 
 MU1 = (0.95, 0.9, 0.9, 0.9, 0.5)
 

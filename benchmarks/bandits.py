@@ -1,6 +1,6 @@
 """Seconds per T = 5000 run of every Table 2 algorithm, beside the paper's own code.
 
-    python benchmarks/bandits.py [--seeds 2] [--horizon 5000] [--S 2.5]
+    python -m benchmarks.bandits [--seeds 2] [--horizon 5000] [--S 2.5]
 
 One sweep cell per (algorithm, seed) on the paper's Table 2 instance (probit, d = 3,
 K = 20, δ = 0.02), run in-process one after another (no pool), so the CPU seconds are
@@ -11,16 +11,10 @@ Private-GLM 194–243 s, GLM-UCB 80–135 s, GLOC 8–12 s, RS-GLinUCB 3–12 s 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-# Run as a script, this folder is sys.path[0] and benchmarks/mechanisms.py would shadow
-# the ``mechanisms`` package.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-from dpglm.experiments.sweep import Instance, Sweep, run_cell  # noqa: E402
+from dpglm.experiments.sweep import Instance, Sweep, run_cell
 
 PAPER_CODE_SECONDS = {  # per run, the paper's code on these machines (low, high)
     "Private-GLM": (194.0, 243.0),

@@ -1,7 +1,7 @@
 """Seconds per run and mean final regret of the non-private baselines on the paper's
 Table 2 instances (probit, d = 3, K = 20, T = 5000, δ = 0.02, S ∈ {2, 2.5, 3}).
 
-    python benchmarks/baselines.py [--seeds 3] [--horizon 5000] [--algorithms GLM-UCB GLOC ECOLog]
+    python -m benchmarks.baselines [--seeds 3] [--horizon 5000] [--algorithms GLM-UCB GLOC ECOLog]
 
 Each run uses StochasticContextEnv(seed) so every algorithm sees the same contexts and
 reward uniforms; κ passed to GLM-UCB and GLOC is the oracle κ over the run's contexts,

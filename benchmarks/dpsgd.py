@@ -1,6 +1,6 @@
 """DP-SGD benchmark: time per fit (the joint-DP bandit's refits) and excess empirical risk vs ρ.
 
-Run by hand: ``python benchmarks/dpsgd.py`` (about a minute on an idle 2-core machine).
+Run by hand: ``python -m benchmarks.dpsgd`` (about a minute on an idle 2-core machine).
 
 1. Time per ``DPSGD.fit``: 5000 points and small refits of 200 / 50 points, d = 5,
    full batch, ball and ellipsoid projections, both engines (opacus's GradSampleModule +
@@ -19,21 +19,16 @@ Run by hand: ``python benchmarks/dpsgd.py`` (about a minute on an idle 2-core ma
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit
 
-# Run as a script, this folder is sys.path[0] and benchmarks/mechanisms.py would shadow the package.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-from accounting import Ledger, ZCDP  # noqa: E402
-from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection  # noqa: E402
-from mechanisms.optim.dpsgd import ENGINES  # noqa: E402
+from accounting import Ledger, ZCDP
+from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection
+from mechanisms.optim.dpsgd import ENGINES
 
 DIM = 5
 RADIUS = 3.0

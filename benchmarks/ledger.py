@@ -1,6 +1,6 @@
 """Ledger throughput: granted charges per second, in memory and with the SQLite journal.
 
-Run: ``python benchmarks/ledger.py [--memory N] [--journal N]``. The journalled
+Run: ``python -m benchmarks.ledger [--memory N] [--journal N]``. The journalled
 case commits (WAL, synchronous=FULL, one fsync per charge) before each receipt,
 so it measures the disk's fsync rate more than the ledger.
 """

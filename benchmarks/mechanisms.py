@@ -1,6 +1,6 @@
 """Mechanisms core benchmark: tree and factorization append time, and their error at the same ρ.
 
-Run ``python benchmarks/mechanisms.py`` (prints two small tables). Times are wall
+Run ``python -m benchmarks.mechanisms`` (prints two small tables). Times are wall
 clock per ``append`` of a symmetric (d, d) matrix element over a horizon T = 5000
 (input checks, noise draw and the read-only ``Release`` copy included), after one
 charge to an in-memory zCDP ledger; the error table uses the closed-form noise
@@ -10,18 +10,13 @@ variances (tree: σ²·popcount(t); factorization: σ²·Σ_{k<t} c_k²) at equa
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 
 import numpy as np
 
-# Run as a script, this file's folder is sys.path[0] and its name would shadow the ``mechanisms`` package.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-from accounting import Ledger, ZCDP  # noqa: E402
-from mechanisms import BinaryTreeMechanism, SquareRootFactorizationMechanism  # noqa: E402
+from accounting import Ledger, ZCDP
+from mechanisms import BinaryTreeMechanism, SquareRootFactorizationMechanism
 
 HORIZON = 5000
 RHO = 1.0

@@ -1,6 +1,6 @@
 """Shuffle accountant and calibration at n = 10^4: timings, and calibrated vs closed-form noise.
 
-Run: ``python benchmarks/shuffle.py``. Prints three small tables:
+Run: ``python -m benchmarks.shuffle``. Prints three small tables:
 
 1. bit sum: certified eps (and the exact-count eps for the all-zeros configuration, and
    the Feldman–McMillan–Talwar closed form) at a few gamma, with accountant timings;
