@@ -164,7 +164,77 @@ def _to_release(noisy: np.ndarray, receipt: object) -> Release:
     return Release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
 
-class GaussianMechanism:
+class _AdditiveNoiseMechanism:
+    """Charge first, then add fresh noise: what the Gaussian and Laplace mechanisms share.
+
+    A subclass names itself in ``_MECHANISM`` (recorded with every charge) and the
+    norm of its sensitivity in ``_ORDER`` (2 or 1); its ``__init__`` calls
+    :meth:`_check_common` and sets ``self.cost``; it draws its noise in
+    ``_noise(shape)`` and describes it for the charge note in ``_describe()``.
+    """
+
+    _MECHANISM: str
+    _ORDER: int
+
+    def _check_common(
+        self, account: object, sensitivity: float, rng: np.random.Generator, relation: str,
+        currencies: tuple[str, ...], purpose: str,
+    ) -> None:
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.rng = check_generator(rng)
+        self.relation = check_relation(relation)
+        self.account = check_account(account, currencies, purpose)
+
+    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+        """Charge one release, then return x + noise (N(0, σ² I), or Lap(b) on every coordinate).
+
+        Parameters
+        ----------
+        x : float or numpy.ndarray
+            The exact statistic f(D), finite.
+        partition : str, optional
+            Partition key for parallel composition over disjoint data (see ``Account.charge``).
+        note : str
+            Free text recorded with the charge.
+
+        Raises
+        ------
+        accounting.BudgetExceeded
+            If the account cannot pay; no noise is drawn and nothing is released.
+        """
+        statistic = _as_statistic(x)
+        receipt = self.account.charge(
+            self.cost,
+            mechanism=self._MECHANISM,
+            relation=self.relation,
+            partition=partition,
+            note=f"{self._describe()}. {note}".strip(),
+        )
+        noisy = statistic + self._noise(statistic.shape)
+        return _to_release(noisy, receipt)
+
+    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
+                    nonnegative: bool = False) -> Release:
+        """Release the sum of per-user rows + noise, each row's norm (L2 Gaussian, L1 Laplace) checked first.
+
+        Each row must have ‖row‖ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
+        which certifies the declared sensitivity of the sum; then as :meth:`release`.
+        With ``nonnegative=True`` (every entry ≥ 0, checked) the replace-one bound is
+        Δ for single-entry rows (rewards or bits in [0, Δ]: |a − a'| ≤ max(a, a'))
+        and, in L2 only, Δ/√2 for longer rows (⟨a, a'⟩ ≥ 0); longer rows gain nothing
+        in L1 (disjoint supports reach ‖a‖₁ + ‖a'‖₁). Derivation in :func:`element_bound`.
+
+        Raises
+        ------
+        ValueError
+            If a row is too long or, with ``nonnegative``, has a negative entry (the
+            message names its index); nothing is charged.
+        """
+        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, self._ORDER, nonnegative),
+                            partition=partition, note=note)
+
+
+class GaussianMechanism(_AdditiveNoiseMechanism):
     """Release f(D) + N(0, σ² I) for a statistic of L2 sensitivity Δ, charged in zCDP first.
 
     Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₂ over neighbouring D, D'
@@ -193,6 +263,9 @@ class GaussianMechanism:
         Neighbouring relation under which ``sensitivity`` holds.
     """
 
+    _MECHANISM = "GaussianMechanism"
+    _ORDER = 2
+
     def __init__(
         self,
         account: object,
@@ -203,10 +276,7 @@ class GaussianMechanism:
         cost: ZCDP | None = None,
         relation: str = "replace_one",
     ) -> None:
-        self.sensitivity = check_positive("sensitivity", sensitivity)
-        self.rng = check_generator(rng)
-        self.relation = check_relation(relation)
-        self.account = check_account(account, ("zcdp",), "a Gaussian mechanism (zCDP cost)")
+        self._check_common(account, sensitivity, rng, relation, ("zcdp",), "a Gaussian mechanism (zCDP cost)")
         if (sigma is None) == (cost is None):
             raise ValueError("give exactly one of sigma (noise std > 0) and cost (a ZCDP per release)")
         if sigma is not None:
@@ -220,55 +290,14 @@ class GaussianMechanism:
             self.cost = cost
             self.sigma = gaussian_sigma_for(cost.rho, self.sensitivity)
 
-    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
-        """Charge one release, then return x + N(0, σ² I).
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.rng.normal(0.0, self.sigma, size=shape)
 
-        Parameters
-        ----------
-        x : float or numpy.ndarray
-            The exact statistic f(D), finite.
-        partition : str, optional
-            Partition key for parallel composition over disjoint data (see ``Account.charge``).
-        note : str
-            Free text recorded with the charge.
-
-        Raises
-        ------
-        accounting.BudgetExceeded
-            If the account cannot pay; no noise is drawn and nothing is released.
-        """
-        statistic = _as_statistic(x)
-        receipt = self.account.charge(
-            self.cost,
-            mechanism="GaussianMechanism",
-            relation=self.relation,
-            partition=partition,
-            note=f"sigma={self.sigma!r}, L2 sensitivity={self.sensitivity!r}. {note}".strip(),
-        )
-        noisy = statistic + self.rng.normal(0.0, self.sigma, size=statistic.shape)
-        return _to_release(noisy, receipt)
-
-    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
-                    nonnegative: bool = False) -> Release:
-        """Release the sum of per-user rows + N(0, σ² I), each row's L2 norm checked first.
-
-        Each row must have ‖row‖₂ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
-        which certifies the declared sensitivity of the sum; then as :meth:`release`.
-        With ``nonnegative=True`` (every entry ≥ 0, checked) the replace-one bound is
-        Δ for single-entry rows (rewards or bits in [0, Δ]: |a − a'| ≤ max(a, a'))
-        and Δ/√2 for longer rows (⟨a, a'⟩ ≥ 0); derivation in :func:`element_bound`.
-
-        Raises
-        ------
-        ValueError
-            If a row is too long or, with ``nonnegative``, has a negative entry (the
-            message names its index); nothing is charged.
-        """
-        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 2, nonnegative),
-                            partition=partition, note=note)
+    def _describe(self) -> str:
+        return f"sigma={self.sigma!r}, L2 sensitivity={self.sensitivity!r}"
 
 
-class LaplaceMechanism:
+class LaplaceMechanism(_AdditiveNoiseMechanism):
     """Release f(D) + Lap(b)^k for a statistic of L1 sensitivity Δ, charged in pure ε-DP first.
 
     Sensitivity: ``sensitivity`` is Δ = max ‖f(D) − f(D')‖₁ over neighbouring D, D'
@@ -296,6 +325,9 @@ class LaplaceMechanism:
         Neighbouring relation under which ``sensitivity`` holds.
     """
 
+    _MECHANISM = "LaplaceMechanism"
+    _ORDER = 1
+
     def __init__(
         self,
         account: object,
@@ -306,11 +338,9 @@ class LaplaceMechanism:
         cost: PureDP | None = None,
         relation: str = "replace_one",
     ) -> None:
-        self.sensitivity = check_positive("sensitivity", sensitivity)
-        self.rng = check_generator(rng)
-        self.relation = check_relation(relation)
         # A pure-DP charge converts into every currency (ε → (ε, 0); ε → ε²/2 zCDP).
-        self.account = check_account(account, ("pure", "approx", "zcdp"), "a Laplace mechanism (pure-DP cost)")
+        self._check_common(account, sensitivity, rng, relation, ("pure", "approx", "zcdp"),
+                           "a Laplace mechanism (pure-DP cost)")
         if (scale is None) == (cost is None):
             raise ValueError("give exactly one of scale (Laplace b > 0) and cost (a PureDP per release)")
         if scale is not None:
@@ -322,41 +352,8 @@ class LaplaceMechanism:
             self.cost = cost
             self.scale = laplace_scale_for(cost.eps, self.sensitivity)
 
-    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
-        """Charge one release, then return x + Lap(b) noise on every coordinate.
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.rng.laplace(0.0, self.scale, size=shape)
 
-        Raises
-        ------
-        accounting.BudgetExceeded
-            If the account cannot pay; no noise is drawn and nothing is released.
-        """
-        statistic = _as_statistic(x)
-        receipt = self.account.charge(
-            self.cost,
-            mechanism="LaplaceMechanism",
-            relation=self.relation,
-            partition=partition,
-            note=f"scale={self.scale!r}, L1 sensitivity={self.sensitivity!r}. {note}".strip(),
-        )
-        noisy = statistic + self.rng.laplace(0.0, self.scale, size=statistic.shape)
-        return _to_release(noisy, receipt)
-
-    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
-                    nonnegative: bool = False) -> Release:
-        """Release the sum of per-user rows + Laplace noise, each row's L1 norm checked first.
-
-        Each row must have ‖row‖₁ ≤ Δ/2 (``"replace_one"``) or ≤ Δ (``"add_remove"``),
-        which certifies the declared L1 sensitivity of the sum; then as :meth:`release`.
-        With ``nonnegative=True`` (every entry ≥ 0, checked) single-entry rows may
-        reach Δ under replace-one (|a − a'| ≤ max(a, a')); rows of two or more
-        entries gain nothing in L1 (disjoint supports reach ‖a‖₁ + ‖a'‖₁), see
-        :func:`element_bound`.
-
-        Raises
-        ------
-        ValueError
-            If a row is too long or, with ``nonnegative``, has a negative entry (the
-            message names its index); nothing is charged.
-        """
-        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, 1, nonnegative),
-                            partition=partition, note=note)
+    def _describe(self) -> str:
+        return f"scale={self.scale!r}, L1 sensitivity={self.sensitivity!r}"
