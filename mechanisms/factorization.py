@@ -39,7 +39,6 @@ from fractions import Fraction
 import numpy as np
 from scipy.signal import fftconvolve
 
-from accounting import ZCDP
 from mechanisms.noise import round_up
 from mechanisms.release import Release
 from mechanisms.tree import ContinualRelease, symmetrised_normal
@@ -100,24 +99,14 @@ class SquareRootFactorizationMechanism(ContinualRelease):
 
     mechanism_name = "SquareRootFactorizationMechanism"
 
-    def __init__(
-        self,
-        account: object,
-        horizon: int,
-        shape: object,
-        sensitivity: float,
-        rng: np.random.Generator,
-        *,
-        sigma: float | None = None,
-        cost: ZCDP | None = None,
-        relation: str = "replace_one",
-        psd: bool = False,
-    ) -> None:
-        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
+    def _plan(self) -> tuple[Fraction, str, str]:
+        """An element enters Cx with weight Σ_{k<T} c_k² (rounded up): ρ = (Σ c_k²)·Δ²/(2σ²)."""
         self.coefficients = square_root_coefficients(self.horizon)
         self.column_norm_squared = _column_norm_squared_upper(self.coefficients)
-        self._charge_horizon(account, sigma, cost, self.column_norm_squared,
-                             f"sum c_k^2={float(self.column_norm_squared)!r}")
+        return self.column_norm_squared, f"sum c_k^2={float(self.column_norm_squared)!r}", "sigma"
+
+    def _start(self) -> None:
+        """All T noise draws, made once the horizon is charged, correlated by the factor B."""
         white = symmetrised_normal(self.rng, self.sigma, self.shape, count=self.horizon)
         kernel = self.coefficients.reshape((self.horizon,) + (1,) * len(self.shape))
         self._noise = fftconvolve(kernel, white, axes=0)[: self.horizon]

@@ -248,15 +248,36 @@ def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int,
 class ContinualRelease(abc.ABC):
     """What the continual-release mechanisms share: element checks, the one up-front charge, ``noise_variance``.
 
-    A subclass calls :meth:`_open_stream` (validates the stream and the generator),
-    then :meth:`_charge_horizon` with the total weight k of Gaussian releases one
-    element enters (ρ = k·Δ²/(2σ²)), which calibrates σ, charges the whole horizon
-    before any noise is drawn and starts at t = 0; it implements ``append`` and
-    ``_noise_weight(t)`` (the noise variance of the t-th release in units of σ²).
+    The constructor is shared: it validates the stream and the generator
+    (:meth:`_open_stream`), asks the subclass's ``_plan()`` for the total weight k of
+    Gaussian releases one element enters (ρ = k·Δ²/(2σ²)), calibrates σ and charges
+    the whole horizon before any noise is drawn (:meth:`_charge_horizon`, which
+    starts at t = 0), and only then calls the subclass's ``_start()`` to draw or
+    allocate its noise. A subclass also implements ``append`` and ``_noise_weight(t)``
+    (the noise variance of the t-th release in units of σ²). Parameters: see the
+    subclasses.
     """
 
     #: Name recorded with the charge.
     mechanism_name = "ContinualRelease"
+
+    def __init__(
+        self,
+        account: object,
+        horizon: int,
+        shape: object,
+        sensitivity: float,
+        rng: np.random.Generator,
+        *,
+        sigma: float | None = None,
+        cost: ZCDP | None = None,
+        relation: str = "replace_one",
+        psd: bool = False,
+    ) -> None:
+        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
+        compositions, detail, sigma_label = self._plan()
+        self._charge_horizon(account, sigma, cost, compositions, detail, sigma_label)
+        self._start()
 
     def _open_stream(self, horizon: int, shape: object, sensitivity: float, rng: np.random.Generator,
                      relation: str, psd: bool) -> None:
@@ -284,6 +305,14 @@ class ContinualRelease(abc.ABC):
         )
         self.account = account
         self.t = 0
+
+    @abc.abstractmethod
+    def _plan(self) -> tuple[Fraction, str, str]:
+        """Before the charge: the weight k of the charge, the detail and the σ label for its note."""
+
+    @abc.abstractmethod
+    def _start(self) -> None:
+        """After the charge: draw or allocate the noise state for t = 0."""
 
     @abc.abstractmethod
     def _noise_weight(self, t: int) -> float:
@@ -350,22 +379,12 @@ class BinaryTreeMechanism(ContinualRelease):
 
     mechanism_name = "BinaryTreeMechanism"
 
-    def __init__(
-        self,
-        account: object,
-        horizon: int,
-        shape: object,
-        sensitivity: float,
-        rng: np.random.Generator,
-        *,
-        sigma: float | None = None,
-        cost: ZCDP | None = None,
-        relation: str = "replace_one",
-        psd: bool = False,
-    ) -> None:
-        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
+    def _plan(self) -> tuple[Fraction, str, str]:
+        """An element enters L = ⌈log₂(T + 1)⌉ nodes: ρ = L·Δ²/(2σ²)."""
         self.depth = tree_depth(self.horizon)
-        self._charge_horizon(account, sigma, cost, Fraction(self.depth), f"depth L={self.depth}", "node sigma")
+        return Fraction(self.depth), f"depth L={self.depth}", "node sigma"
+
+    def _start(self) -> None:
         self._exact = np.zeros((self.depth, *self.shape))
         self._noisy = np.zeros((self.depth, *self.shape))
 
