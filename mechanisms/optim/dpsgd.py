@@ -525,6 +525,16 @@ class DPSGD:
                 yield block
             taken += plan.n_batches
 
+    def _batches(self, X: np.ndarray, y: np.ndarray, plan: DPSGDPlan) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The (X, y) rows of each step as torch tensors (sharing X's and y's memory), in :meth:`_blocks` order."""
+        X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y)
+        for index in self._blocks(X.shape[0], plan):
+            if index is None:
+                yield X_torch, y_torch
+            else:
+                rows = torch.from_numpy(index)
+                yield X_torch[rows], y_torch[rows]
+
     def _run(
         self,
         X: np.ndarray,
@@ -595,15 +605,10 @@ class DPSGD:
                 weight.grad.copy_((metric @ weight.grad.view(dim)).view(1, dim))
 
         chain_step_hook(optimizer, after_noise)
-        X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y)
         with warnings.catch_warnings():
             # opacus's full backward hook warns when the inputs do not require grad.
             warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
-            for index in self._blocks(X.shape[0], plan):
-                if index is None:
-                    X_batch, y_batch = X_torch, y_torch
-                else:
-                    X_batch, y_batch = X_torch[torch.from_numpy(index)], y_torch[torch.from_numpy(index)]
+            for X_batch, y_batch in self._batches(X, y, plan):
                 optimizer.zero_grad()
                 self.loss(module(X_batch).view(-1), y_batch).sum().backward()
                 if plan.normalizer is None:
@@ -636,13 +641,8 @@ class DPSGD:
         dim = X.shape[1]
         theta = np.array(theta_start, dtype=np.float64)
         theta_torch = torch.from_numpy(theta)  # shares memory with theta
-        X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y)
         noisy_steps = 0
-        for index in self._blocks(X.shape[0], plan):
-            if index is None:
-                X_batch, y_batch = X_torch, y_torch
-            else:
-                X_batch, y_batch = X_torch[torch.from_numpy(index)], y_torch[torch.from_numpy(index)]
+        for X_batch, y_batch in self._batches(X, y, plan):
             z = (X_batch @ theta_torch).requires_grad_(True)
             (derivative,) = torch.autograd.grad(self.loss(z, y_batch).sum(), z)
             per_sample = derivative[:, None] * X_batch
