@@ -8,7 +8,23 @@ with
   Criterion I round and ``μ̇(⟨x, θ̂_o⟩)/e · x xᵀ`` to the H-tree otherwise, a zero leaf
   to the other tree;
 * ``θ̂_o`` and ``θ̂_τ`` refitted by DP-SGD (:class:`mechanisms.optim.DPSGD`) over
-  ``Θ_I`` and ``Θ_II``.
+  ``Θ_I`` and ``Θ_II``, at times decided from the tree releases only (below).
+
+Deviation from the paper: θ̂_o refit times (Alg. 2, line 7). The paper refits θ̂_o in
+every exploration round t, i.e. exactly when user t's raw context set X_t satisfies
+Criterion I. "θ̂_o changed at round t" is then a deterministic function of user t's
+data, seen by every later user through the elimination rule ``UCB_o`` and the ``H``
+weights ``μ̇(⟨x, θ̂_o⟩)/e``: a δ = 1 leak that Lemma 6.1 (about ``T_o ∖ {t}`` only) does
+not cover. Here θ̂_o is refitted at the START of a round when the released ``V`` has grown
+in some direction since the last refit, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) > c_o``
+(``refit_o_factor``; the presets use Criterion II's factor): the directional-growth rule
+of Criterion II (line 11) applied to ``V``, hence post-processing of the V-tree releases.
+A refit is made even when T_o is empty (DP-SGD then releases noise only), and elimination
+and ``Θ_II`` use ``V_o`` (the ``V`` θ̂_o was fitted at). The refit data T_o still gains or
+loses user t's row between neighbours: DP-SGD's public normaliser (the round count) and
+its clipped-sum sensitivity 2C cover add, remove and replace. θ̂_τ likewise is refitted
+on every Criterion II switch, even on an empty data set. ``diagnostics()`` records
+``criterion_I`` rounds against ``refits_o`` / ``refused_o`` (θ̂_o refits made / refused).
 
 Budget (paper §6.3 "Privacy composition", with honest accounting). The ledger holds the
 asked (ε, δ) and is split in thirds:
@@ -23,7 +39,8 @@ asked (ε, δ) and is split in thirds:
 ``switching`` (approximate DP)
     An analysis charge of (ε/3, δ/3) citing paper Lemma 6.1: the exploration set
     ``T_o ∖ {t}`` depends on user t only through the V-tree release, which is
-    (ε/3, δ/3)-DP because the whole tree account is.
+    (ε/3, δ/3)-DP because the whole tree account is. (The refit times need no charge:
+    they are post-processing of the V-tree and H-tree releases.)
 ``optimizer`` (zCDP filter)
     Split again into ``theta_o`` and ``theta_tau``; each refit charges a fixed ρ
     (the sub-budget over the planned number of refits). When the filter refuses, that
@@ -112,7 +129,9 @@ def joint_dp_parameters(
 
     Criterion I at ``1/(γ²κR²)`` (§6.2), elimination width and ``Θ_II`` radius ``γκ``
     (§6.1), switch when ``H_t ⋠ 2H_τ`` (Alg. 2, line 11), arms by ``UCB(x, H_τ, θ̂_τ)``,
-    refits with ridge ``λ_max = (4d+2)/(4d+1)·λ``.
+    refits with ridge ``λ_max = (4d+2)/(4d+1)·λ``. Every preset refits θ̂_o when
+    ``V_t ⋠ c·V_o`` with Criterion II's factor c (``refit_o_factor``; the paper refits at
+    every exploration round, which leaks, see :class:`JointDPGLMBandit`).
 
     ``"paper-simulation"`` (the authors' simulation hyperparameters, REFERENCES.md)::
 
@@ -179,6 +198,7 @@ def joint_dp_parameters(
             fit_lam=(4 * d + 2) / (4 * d + 1) * lam,
             radius=S,
             kappa=kappa,
+            refit_o_factor=2.0,
         )
     if preset in ("paper-simulation", "calibrated"):
         log_4t = math.log(4 * horizon / zeta)
@@ -193,6 +213,7 @@ def joint_dp_parameters(
             lam, lam_h = tree_noise[0] + lam0, tree_noise[1] + lam0
             floor_v, floor_h = paper_floor(d, lam), paper_floor(d, lam_h)
         gamma = R * S * math.sqrt(d * log_t)
+        switch_factor = 1 + 5 / (8 * math.sqrt(d)) + 0.05
         return RarelySwitchingParameters(
             lam=lam,
             lam_h=lam_h,
@@ -202,11 +223,12 @@ def joint_dp_parameters(
             exploration_threshold=1.0 / (0.01 * kappa * S**2 * d),
             elimination_width=gamma * math.sqrt(kappa),
             switch_rule="loewner",
-            switch_factor=1 + 5 / (8 * math.sqrt(d)) + 0.05,
+            switch_factor=switch_factor,
             centre="midpoint",
             fit_lam=1.0,
             radius=S,
             kappa=kappa,
+            refit_o_factor=switch_factor,
         )
     raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
 
@@ -327,6 +349,12 @@ class DPSGDEstimator:
 class JointDPGLMBandit(RarelySwitchingBandit):
     """Paper Algorithm 2: (ε, δ)-joint-DP rarely-switching GLM bandit (see the module docstring).
 
+    One deviation from the paper (module docstring): θ̂_o is not refitted in each
+    exploration round (Alg. 2, line 7), whose timing is decided by the current user's raw
+    context and would reveal ``t ∈ T_o`` to every later user; it is refitted at the start
+    of a round when the released ``V`` has grown, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) >
+    params.refit_o_factor`` (> 1 required), a function of the V-tree releases only.
+
     Parameters
     ----------
     family : GLMFamily or str
@@ -421,6 +449,11 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         # ‖x‖²_{V⁻¹} ≤ 1/floor_v for ‖x‖ ≤ 1 once V's eigenvalues are floored: above that
         # threshold Criterion I can never fire, and then nothing is spent on V or θ̂_o.
         self.exploration_possible = params.exploration_threshold <= 1.0 / params.floor_v
+        if self.exploration_possible and params.refit_o_factor <= 1:
+            # A released V moves every round: with c_o = 1 every round would ask for a refit.
+            raise ValueError(
+                f"params.refit_o_factor must be > 1 for the private policy, got {params.refit_o_factor!r}"
+            )
         if self.exploration_possible:
             v_tree = BinaryTreeMechanism(
                 tree_account, horizon, (d, d), sens_v, tree_rng, cost=ZCDP(rho_v), psd=True

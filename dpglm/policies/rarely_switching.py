@@ -3,16 +3,27 @@
 Sawarni et al. (2024)'s RS-GLinCB and the paper's joint-DP Algorithm 2 run the same
 loop (paper §6, Alg. 2):
 
+* **θ̂_o refit** (checked first, at the start of the round): if ``V`` has grown in some
+  direction since the ``V_o`` of the last refit, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) >
+  c_o``, refit ``θ̂_o`` on T_o over ``Θ_I = {‖θ‖ ≤ S}`` and set ``V_o ← V_t``. With exact
+  ``V`` and ``c_o = 1`` this is Alg. 2, line 7 (refit after every exploration round: only
+  those change ``V``); with a released ``V`` it is post-processing, like Criterion II;
 * **Criterion I** (Alg. 2, line 4): if some arm has ``‖x‖²_{V⁻¹} ≥ 1/(γ²κR²)``, play the
-  most uncertain one, add it to the exploration set T_o and to ``V``, and refit
-  ``θ̂_o`` on T_o over ``Θ_I = {‖θ‖ ≤ S}``.
+  most uncertain one and add it to the exploration set T_o and to ``V``;
 * otherwise **Criterion II** (line 11): if the design matrix ``H_t`` has grown enough since
   the last switch τ (``H_t ⋠ c·H_τ`` in the paper; ``det H_t > c·det H_τ`` in
   Sawarni et al.), switch: ``H_τ ← H_t`` and refit ``θ̂_τ`` on the other rounds over
   ``Θ_II = {‖θ − θ̂_o‖_V ≤ w}``;
-* eliminate the arms whose ``UCB_o(x) = ⟨x, θ̂_o⟩ + w‖x‖_{V⁻¹}`` is below the best
+* eliminate the arms whose ``UCB_o(x) = ⟨x, θ̂_o⟩ + w‖x‖_{V_o⁻¹}`` is below the best
   ``LCB_o``, and play ``argmax ⟨x, θ̃⟩ + β‖x‖_{H_τ⁻¹}`` (§6.1); the round then enters
-  ``H`` with weight ``μ̇(⟨x, θ̂_o⟩)/e`` (line 16).
+  ``H`` with weight ``μ̇(⟨x, θ̂_o⟩)/e`` (line 16). ``V_o`` (the ``V`` θ̂_o was fitted
+  at; ``= V_t`` in the paper's schedule) is the metric of θ̂_o's confidence set, so it
+  also defines ``Θ_II``.
+
+The leaves ``x xᵀ`` are formed from ``x/max(1, ‖x‖)``: contexts are accepted up to
+``‖x‖ ≤ 1 + 1e-9`` (float-normalised unit vectors), and the clip keeps every leaf inside
+the unit-ball bound the private trees' sensitivity assumes (a per-user map, so it
+changes no sensitivity).
 
 What differs between the two algorithms is only where the ingredients come from: the
 matrices ``V`` and ``H`` are exact running sums (:class:`ExactDesign`) or binary-tree
@@ -111,6 +122,11 @@ class RarelySwitchingParameters:
         S, the radius of ``Θ_I``.
     kappa : float >= 1
         The κ bound used in the widths (kept for the record).
+    refit_o_factor : float >= 1
+        c_o: θ̂_o is refitted at the start of a round when ``λ_max(V_o^{-1/2} V_t
+        V_o^{-1/2}) > c_o``, ``V_o`` the ``V`` of its last refit. ``1`` (default) on an
+        exact ``V`` refits after every exploration round (paper Alg. 2, line 7); a
+        released ``V`` moves every round, so a private run needs ``c_o > 1``.
     """
 
     lam: float
@@ -126,6 +142,7 @@ class RarelySwitchingParameters:
     fit_lam: float
     radius: float
     kappa: float
+    refit_o_factor: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("lam", "lam_h", "floor_v", "floor_h", "beta", "exploration_threshold",
@@ -146,6 +163,9 @@ class RarelySwitchingParameters:
             raise ValueError(f"switch_rule must be 'loewner' or 'determinant', got {self.switch_rule!r}")
         if not (math.isfinite(self.switch_factor) and self.switch_factor > 1):
             raise ValueError(f"switch_factor must be a finite number > 1, got {self.switch_factor!r}")
+        if not (isinstance(self.refit_o_factor, (int, float)) and math.isfinite(self.refit_o_factor)
+                and self.refit_o_factor >= 1):
+            raise ValueError(f"refit_o_factor must be a finite number >= 1, got {self.refit_o_factor!r}")
         if self.centre not in ("tau", "midpoint"):
             raise ValueError(f"centre must be 'tau' or 'midpoint', got {self.centre!r}")
 
@@ -283,7 +303,9 @@ class Estimator(Protocol):
         """The new estimate, or ``None`` if it may not be updated (budget refused).
 
         ``rounds`` is the number of rounds played so far: public, unlike ``len(X)``
-        (which round belongs to which refit set depends on the data).
+        (which round belongs to which refit set depends on the data). ``X`` may have no
+        rows: a refit is decided from released values only, never from whether its
+        data set is empty.
         """
 
 
@@ -313,6 +335,7 @@ class MLEEstimator:
 
     On the ball ``Θ_I`` it is the exact constrained minimiser (:meth:`GLMFamily.fit_mle`);
     on the ellipsoid ``Θ_II`` the unconstrained minimiser projected in the V metric.
+    With no rows (and λ > 0) the minimiser is that of the ridge alone, 0, then projected.
     """
 
     def __init__(self, family: GLMFamily, lam: float) -> None:
@@ -356,6 +379,12 @@ def _inverse_and_floor(matrix: np.ndarray, floor: float) -> np.ndarray:
     return (q / np.maximum(w, floor)) @ q.T
 
 
+def _unit_ball(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` scaled by ``1/max(1, ‖x‖)`` (contexts up to ``1 + 1e-9`` are accepted)."""
+    norm = math.sqrt(float(x @ x))
+    return x / norm if norm > 1.0 else x.copy()
+
+
 # -- the loop ---------------------------------------------------------------------------
 class RarelySwitchingBandit(Policy):
     """The rarely-switching loop of paper Alg. 2 / Sawarni et al. Alg. 2 (module docstring).
@@ -369,6 +398,14 @@ class RarelySwitchingBandit(Policy):
         Sources of ``V`` (Criterion I rounds) and ``H`` (the other rounds).
     estimator_o, estimator_tau : Estimator
         Refits of ``θ̂_o`` on T_o over ``Θ_I`` and of ``θ̂_τ`` on [t−1]∖T_o over ``Θ_II``.
+
+    Notes
+    -----
+    Every refit is decided at the start of a round from ``V`` and ``H`` alone (the θ̂_o
+    growth rule and Criterion II), and is made even if its data set is empty, so on
+    released ``V``, ``H`` the refit times are post-processing of the releases. The
+    paper's Alg. 2, line 7 refits θ̂_o inside the exploration round itself, which the
+    current user's raw context decides (see :class:`dpglm.policies.joint_dp.JointDPGLMBandit`).
     """
 
     name = "rarely-switching"
@@ -400,6 +437,8 @@ class RarelySwitchingBandit(Policy):
         self._y_h: list[float] = []
         self._v_version = -1
         self._v_inv = np.eye(d) / params.lam
+        self._set_v_o(design_v.matrix)
+        self._v_checked = design_v.version
         self._set_tau(design_h.matrix)
         self._h_checked = design_h.version
         self._pending: tuple[np.ndarray, bool] | None = None
@@ -422,6 +461,14 @@ class RarelySwitchingBandit(Policy):
         self._h_tau_whiten = (q / np.sqrt(w)).T  # W with W H_τ Wᵀ = I
         self._h_tau_logdet = float(np.sum(np.log(w)))
 
+    def _set_v_o(self, v_o: np.ndarray) -> None:
+        """Cache the floored ``V_o`` of θ̂_o's last refit, its inverse and whitening."""
+        w, q = np.linalg.eigh(v_o)
+        w = np.maximum(w, self.params.floor_v)
+        self._v_o = (q * w) @ q.T
+        self._v_o_inv = (q / w) @ q.T
+        self._v_o_whiten = (q / np.sqrt(w)).T  # W with W V_o Wᵀ = I
+
     def _current_v_inv(self) -> np.ndarray:
         if self.design_v.version != self._v_version:
             self._v_inv = _inverse_and_floor(self.design_v.matrix, self.params.floor_v)
@@ -443,12 +490,20 @@ class RarelySwitchingBandit(Policy):
         if self._pending is not None:
             raise ValueError("observe(reward) must be called before the next choose(arms)")
         p = self.params
+        # θ̂_o refit (Alg. 2, line 7, moved to the round start): V changes only when a
+        # leaf entered it, and an unchanged V cannot newly satisfy the growth rule.
+        if self.design_v.version != self._v_checked:
+            self._v_checked = self.design_v.version
+            v_t = self.design_v.matrix
+            w = self._v_o_whiten
+            if np.linalg.eigvalsh(w @ v_t @ w.T)[-1] > p.refit_o_factor:
+                self._refit_o(v_t)
         v_inv = self._current_v_inv()
         v_norm_sq = (arms @ v_inv * arms).sum(axis=1)  # ‖x‖²_{V⁻¹} for every arm
         best = int(v_norm_sq.argmax())
         if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
             self.counts["criterion_I"] += 1
-            self._pending = (arms[best].copy(), True)
+            self._pending = (_unit_ball(arms[best]), True)
             return best
         # H changes only when a leaf entered it: an unchanged H cannot newly satisfy line 11.
         if self.design_h.version != self._h_checked:
@@ -457,22 +512,23 @@ class RarelySwitchingBandit(Policy):
             if self._criterion_two(h_t):  # Criterion II (line 11)
                 self.counts["criterion_II"] += 1
                 self._set_tau(h_t)
-                self._refit_tau(v_inv)
+                self._refit_tau()
         theta = self.theta_tau if p.centre == "tau" else 0.5 * (self.theta_o + self.theta_tau)
         h_norm_sq = (arms @ self._h_tau_inv * arms).sum(axis=1)
         ucb = arms @ theta + p.beta * np.sqrt(np.maximum(h_norm_sq, 0.0))
         if self.counts["refits_o"]:
-            # Elimination (line 13). With θ̂_o = 0 (never refitted) it keeps every arm:
-            # UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o = −min w‖x‖.
-            width = p.elimination_width * np.sqrt(np.maximum(v_norm_sq, 0.0))
+            # Elimination (line 13) in the metric of θ̂_o's confidence set, V_o. With
+            # θ̂_o = 0 (never refitted) it keeps every arm: UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o.
+            v_o_norm_sq = (arms @ self._v_o_inv * arms).sum(axis=1)
+            width = p.elimination_width * np.sqrt(np.maximum(v_o_norm_sq, 0.0))
             centre_o = arms @ self.theta_o
             ucb[centre_o + width < (centre_o - width).max()] = -np.inf
         index = int(ucb.argmax())  # line 14
-        self._pending = (arms[index].copy(), False)
+        self._pending = (_unit_ball(arms[index]), False)
         return index
 
     def observe(self, reward: float) -> None:
-        """Paper Alg. 2, lines 5–7 and 15–16: feed ``V`` or ``H`` and refit ``θ̂_o``."""
+        """Paper Alg. 2, lines 5–6 and 15–16: feed ``V`` or ``H`` (θ̂_o is refitted in :meth:`choose`)."""
         if self._pending is None:
             raise ValueError("choose(arms) must be called before observe(reward)")
         r = self._check_reward(reward)
@@ -484,7 +540,6 @@ class RarelySwitchingBandit(Policy):
             self._y_o.append(r)
             self.design_v.append(x[:, None] * x)
             self.design_h.append(None)
-            self._refit_o()
         else:
             self._x_h.append(x)
             self._y_h.append(r)
@@ -492,27 +547,27 @@ class RarelySwitchingBandit(Policy):
             self.design_v.append(None)
             self.design_h.append(weight * (x[:, None] * x))
 
-    def _refit_o(self) -> None:
-        """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7)."""
+    def _refit_o(self, v_t: np.ndarray) -> None:
+        """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7); on success ``V_o ← V_t``.
+
+        A refused refit keeps θ̂_o and its metric ``V_o``, so the rule keeps asking (and
+        the budget keeps refusing) at later rounds.
+        """
         constraint = Constraint(np.zeros(self.d), self.params.radius)
-        theta = self.estimator_o.fit(np.array(self._x_o), np.array(self._y_o), constraint, self.theta_o, self.t)
+        X = np.array(self._x_o).reshape(-1, self.d)
+        theta = self.estimator_o.fit(X, np.array(self._y_o), constraint, self.theta_o, self.t)
         if theta is None:
             self.counts["refused_o"] += 1
         else:
             self.counts["refits_o"] += 1
             self.theta_o = np.asarray(theta, dtype=float)
+            self._set_v_o(v_t)
 
-    def _refit_tau(self, v_inv: np.ndarray) -> None:
-        """θ̂_τ on [t−1]∖T_o over Θ_II = {‖θ − θ̂_o‖_V ≤ w} (Alg. 2, line 12)."""
-        if not self._x_h:
-            return
-        v = self.design_v.matrix
-        w, q = np.linalg.eigh(v)
-        v_floored = (q * np.maximum(w, self.params.floor_v)) @ q.T
-        constraint = Constraint(self.theta_o.copy(), self.params.elimination_width, v_floored)
-        theta = self.estimator_tau.fit(
-            np.array(self._x_h), np.array(self._y_h), constraint, self.theta_tau, self.t
-        )
+    def _refit_tau(self) -> None:
+        """θ̂_τ on [t−1]∖T_o over Θ_II = {‖θ − θ̂_o‖_{V_o} ≤ w} (Alg. 2, line 12)."""
+        constraint = Constraint(self.theta_o.copy(), self.params.elimination_width, self._v_o)
+        X = np.array(self._x_h).reshape(-1, self.d)
+        theta = self.estimator_tau.fit(X, np.array(self._y_h), constraint, self.theta_tau, self.t)
         if theta is None:
             self.counts["refused_tau"] += 1
         else:

@@ -182,6 +182,8 @@ def test_bad_inputs_are_rejected():
         RarelySwitchingParameters(**{**base, "floor_v": 2 * base["lam"]})
     with pytest.raises(ValueError, match="centre"):
         RarelySwitchingParameters(**{**base, "centre": "mean"})
+    with pytest.raises(ValueError, match="refit_o_factor"):
+        RarelySwitchingParameters(**{**base, "refit_o_factor": 0.9})
 
 
 # -- the joint-DP Algorithm 2 -------------------------------------------------------------
@@ -223,18 +225,27 @@ def _noiseless_gd(X, y, theta0, centre, radius, metric, *, steps, lr, clip, lam,
 
 def reference_algorithm_two(env, params, *, steps, lr, clip, max_refits_o, max_refits_tau):
     """Paper Alg. 2 computed directly and without privacy: exact V and H, noiseless refits,
-    each estimate frozen after its planned number of refits (the budget's cutoff)."""
+    each estimate frozen after its planned number of refits (the budget's cutoff), with the
+    private path's θ̂_o schedule: refit at the start of a round once V ⋠ c_o·V_o, V_o the V
+    of the last (granted) refit, which is then the metric of elimination and Θ_II."""
     d = env.d
     V = params.lam * np.eye(d)
+    V_o = V.copy()
     H = params.lam_h * np.eye(d)
     H_tau = H.copy()
     theta_o, theta_tau = np.zeros(d), np.zeros(d)
     X_o, y_o, X_h, y_h, choices = [], [], [], [], []
     fit = dict(steps=steps, lr=lr, clip=clip, lam=params.fit_lam)
-    refits_tau = 0
+    refits_o = refits_tau = 0
     env.reset()
     for t in range(env.horizon):
         arms = env.contexts(t)
+        if max(np.linalg.eigvals(np.linalg.solve(V_o, V)).real) > params.refit_o_factor:
+            refits_o += 1
+            if refits_o <= max_refits_o:
+                theta_o = _noiseless_gd(np.array(X_o).reshape(-1, d), np.array(y_o), theta_o, np.zeros(d),
+                                        params.radius, None, rounds=max(t, 1), **fit)
+                V_o = V.copy()
         V_inv = np.linalg.inv(V)
         norms = [float(x @ V_inv @ x) for x in arms]
         if max(norms) >= params.exploration_threshold:
@@ -243,23 +254,21 @@ def reference_algorithm_two(env, params, *, steps, lr, clip, max_refits_o, max_r
             X_o.append(arms[a])
             y_o.append(r)
             V = V + np.outer(arms[a], arms[a])
-            if len(X_o) <= max_refits_o:
-                theta_o = _noiseless_gd(np.array(X_o), np.array(y_o), theta_o, np.zeros(d), params.radius, None,
-                                        rounds=t + 1, **fit)
         else:
             if max(np.linalg.eigvals(np.linalg.solve(H_tau, H)).real) > params.switch_factor:
                 H_tau = H.copy()
-                refits_tau += bool(X_h)
-                if X_h and refits_tau <= max_refits_tau:
-                    theta_tau = _noiseless_gd(np.array(X_h), np.array(y_h), theta_tau, theta_o,
-                                              params.elimination_width, V, rounds=t, **fit)
+                refits_tau += 1
+                if refits_tau <= max_refits_tau:
+                    theta_tau = _noiseless_gd(np.array(X_h).reshape(-1, d), np.array(y_h), theta_tau, theta_o,
+                                              params.elimination_width, V_o, rounds=max(t, 1), **fit)
             H_tau_inv = np.linalg.inv(H_tau)
+            V_o_inv = np.linalg.inv(V_o)
             w = params.elimination_width
-            lcb = max(x @ theta_o - w * math.sqrt(x @ V_inv @ x) for x in arms)
+            lcb = max(x @ theta_o - w * math.sqrt(x @ V_o_inv @ x) for x in arms)
             centre = theta_tau if params.centre == "tau" else (theta_o + theta_tau) / 2
             best, a = -np.inf, -1
             for k, x in enumerate(arms):
-                if x @ theta_o + w * math.sqrt(x @ V_inv @ x) >= lcb:
+                if x @ theta_o + w * math.sqrt(x @ V_o_inv @ x) >= lcb:
                     u = x @ centre + params.beta * math.sqrt(x @ H_tau_inv @ x)
                     if u > best:
                         best, a = u, k
@@ -279,7 +288,9 @@ def test_huge_budget_private_policy_makes_the_direct_rule_choices():
     assert policy.exploration_possible
     choices, _ = _play(policy, env)
     counts = policy.diagnostics()
-    assert counts["criterion_I"] > 10 and counts["refits_o"] > 10 and counts["refits_tau"] >= 1
+    # θ̂_o is refitted on V's directional growth, not in each of the many exploration rounds.
+    assert counts["criterion_I"] > 10 and 2 <= counts["refits_o"] < counts["criterion_I"]
+    assert counts["refits_tau"] >= 1
     expected = reference_algorithm_two(env, policy.params, steps=20, lr=5.0, clip=1.0,
                                        max_refits_o=policy.estimator_o.planned_refits,
                                        max_refits_tau=policy.estimator_tau.planned_refits)
@@ -374,3 +385,9 @@ def test_private_bad_inputs():
         JointDPGLMBandit("probit", 3, 100, 2.0, 4.0, 0.02, 0)
     with pytest.raises(ValueError, match="tree_noise"):
         joint_dp_parameters("probit", 3, 100, 2.0, 4.0, 0.02, preset="calibrated")
+    # A released V moves every round: refitting θ̂_o on any growth (c_o = 1) is refused.
+    base = joint_dp_parameters("probit", 3, 100, 2.0, 4.0, 0.02, preset="paper-simulation").as_dict()
+    explore = {**base, "exploration_threshold": 1e-3, "refit_o_factor": 1.0}
+    with pytest.raises(ValueError, match="refit_o_factor"):
+        JointDPGLMBandit("probit", 3, 100, 2.0, 4.0, 0.02, np.random.default_rng(0),
+                         params=RarelySwitchingParameters(**explore))

@@ -1,0 +1,158 @@
+"""Joint DP of Algorithm 2's refit schedule, checked on neighbouring runs, and unit-norm contexts.
+
+Neighbours differ in one user i only: in ``D`` user i's arm set holds a unit vector that
+triggers Criterion I, in ``D'`` all its arms are short (no exploration). The runs share
+every seed; the trees (and, in the second test, DP-SGD) are noise-coupled: the ``D'`` run
+calls its real mechanism (charge and noise draw, so the generator streams stay aligned)
+and is handed the ``D`` release, which is what ``S' + Z'`` with ``Z' = Z + (S − S')``
+equals. A policy whose refit times are post-processing of the releases then refits at
+the same rounds in both runs; the paper's schedule (Alg. 2, line 7: refit inside the
+exploration round) refits at round i in ``D`` only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+from dpglm.policies.joint_dp import JointDPGLMBandit
+from dpglm.policies.rarely_switching import RarelySwitchingParameters, kappa_bound, paper_floor
+
+D, T, S, EPS, DELTA = 2, 60, 1.0, 1e6, 0.02
+USER = 22  # the round (0-based) whose user differs
+BIG = {5: (1.0, 0.0), 15: (0.0, 1.0), 30: (1.0, 0.0), 45: (0.0, 1.0)}  # Criterion I in both runs
+
+
+def _params() -> RarelySwitchingParameters:
+    # V = I + Σ x xᵀ: a unit arm explores while ‖x‖²_{V⁻¹} ≥ 0.4, arms of norm 0.1 never do;
+    # θ̂_o is refitted once V has grown by 1.5 in some direction.
+    return RarelySwitchingParameters(
+        lam=1.0, lam_h=1.0, floor_v=paper_floor(D, 1.0), floor_h=paper_floor(D, 1.0), beta=1.0,
+        exploration_threshold=0.4, elimination_width=1.0, switch_rule="loewner", switch_factor=2.0,
+        centre="tau", fit_lam=1.0, radius=S, kappa=kappa_bound("probit", S), refit_o_factor=1.5,
+    )
+
+
+def _contexts(neighbour: bool) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    g = rng.normal(size=(T, 3, D))
+    arms = 0.1 * g / np.linalg.norm(g, axis=2, keepdims=True)
+    for t, direction in BIG.items():
+        arms[t, 0] = direction
+    if not neighbour:
+        arms[USER, 0] = np.array([1.0, 1.0]) / math.sqrt(2.0)
+    return arms
+
+
+def _couple(obj: object, method: str, log: list, replay: bool) -> None:
+    real = getattr(obj, method)
+    calls = iter(range(10**9))
+
+    def call(*args: object, **kwargs: object) -> object:
+        release = real(*args, **kwargs)
+        if not replay:
+            log.append(release)
+            return release
+        return log[next(calls)]
+
+    setattr(obj, method, call)
+
+
+def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool) -> dict[str, object]:
+    policy = JointDPGLMBandit("probit", D, T, S, EPS, DELTA, np.random.default_rng(7), params=_params(),
+                              refits_o=20, refits_tau=20)
+    assert policy.exploration_possible
+    slots = [("v", policy.design_v.tree, "append"), ("h", policy.design_h.tree, "append")]
+    if couple_dpsgd:
+        slots += [("o", policy.estimator_o.dpsgd, "fit"), ("tau", policy.estimator_tau.dpsgd, "fit")]
+    for key, obj, method in slots:
+        _couple(obj, method, logs.setdefault(key, []), replay=neighbour)
+    rewards = np.random.default_rng(11).random((T, 3)) < 0.5
+    arms = _contexts(neighbour)
+    explored, refit_rounds, thetas, actions, released_v = [], [], [], [], []
+    for t in range(T):
+        before = dict(policy.counts)
+        a = policy.choose(arms[t])
+        policy.observe(float(rewards[t, a]))
+        explored.append(policy.counts["criterion_I"] > before["criterion_I"])
+        attempts = lambda c: c["refits_o"] + c["refused_o"]  # noqa: E731
+        if attempts(policy.counts) > attempts(before):
+            refit_rounds.append(t)
+        thetas.append(policy.theta_o.copy())
+        actions.append(a)
+        released_v.append(policy.params.lam * np.eye(D) + policy.design_v.release.value)
+    return dict(explored=explored, refit_rounds=refit_rounds, thetas=np.array(thetas), actions=actions,
+                released_v=released_v, counts=policy.counts)
+
+
+def _growth_rule_rounds(released_v: list[np.ndarray], params: RarelySwitchingParameters) -> list[int]:
+    """Rounds whose start sees λ_max(V_o^{-1} V_t) > c_o, V_o the floored V of the last refit,
+    from the released V sequence alone (generalized eigenproblem; no refusals in these runs)."""
+    v_o = params.lam * np.eye(D)
+    rounds = []
+    for t in range(1, T):
+        v_t = released_v[t - 1]  # the release of round t−1 is what round t starts with
+        if linalg.eigh(v_t, v_o, eigvals_only=True)[-1] > params.refit_o_factor:
+            rounds.append(t)
+            w, q = np.linalg.eigh(v_t)
+            v_o = (q * np.maximum(w, params.floor_v)) @ q.T
+    return rounds
+
+
+def test_theta_o_refit_times_do_not_reveal_a_users_criterion_one_round():
+    logs: dict[str, list] = {}
+    d = _run(False, logs, couple_dpsgd=False)
+    d_prime = _run(True, logs, couple_dpsgd=False)
+    # The neighbours differ exactly where intended: user i explores in D only.
+    assert d["explored"][USER] and not d_prime["explored"][USER]
+    assert [t for t, e in enumerate(d["explored"]) if e] == sorted([*BIG, USER])
+    assert sum(d["explored"]) == sum(d_prime["explored"]) + 1 == len(BIG) + 1
+    # Released V are identical under the coupling; the refit times are the growth rule on them.
+    for v, v_prime in zip(d["released_v"], d_prime["released_v"]):
+        np.testing.assert_array_equal(v, v_prime)
+    expected = _growth_rule_rounds(d["released_v"], _params())
+    assert len(expected) >= 3  # refits do happen (both before and after user i)
+    assert min(expected) < USER < max(expected)
+    assert d["refit_rounds"] == d_prime["refit_rounds"]
+    assert d["refit_rounds"] == expected
+    assert d["counts"]["refused_o"] == 0
+
+
+def test_fully_coupled_neighbours_show_every_later_user_the_same_theta_o():
+    logs: dict[str, list] = {}
+    d = _run(False, logs, couple_dpsgd=True)
+    d_prime = _run(True, logs, couple_dpsgd=True)
+    assert d["explored"][USER] and not d_prime["explored"][USER]
+    # θ̂_o after every round, and every other user's action, are identical.
+    np.testing.assert_array_equal(d["thetas"], d_prime["thetas"])
+    changes = [t for t in range(1, T) if not np.array_equal(d["thetas"][t], d["thetas"][t - 1])]
+    assert len(changes) >= 3 and USER not in changes
+    others = [t for t in range(T) if t != USER]
+    assert [d["actions"][t] for t in others] == [d_prime["actions"][t] for t in others]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.0 + 9e-10])
+def test_unit_norm_contexts_do_not_crash_the_private_run(scale):
+    # Float-normalised unit vectors (‖x‖² can be 1 + 4e-16) and vectors at the accepted
+    # 1 + 1e-9 edge: leaves x xᵀ must stay within the trees' certified bound.
+    rng = np.random.default_rng(5)
+    T_run = 40
+    policy = JointDPGLMBandit("probit", 3, T_run, 2.0, 4.0, 0.02, np.random.default_rng(6), preset="calibrated",
+                              params=RarelySwitchingParameters(**{
+                                  **_params().as_dict(), "lam": 1.0, "lam_h": 1.0, "floor_v": paper_floor(3, 1.0),
+                                  "floor_h": paper_floor(3, 1.0), "exploration_threshold": 0.3, "radius": 2.0}))
+    assert policy.exploration_possible
+    for t in range(T_run):
+        g = rng.normal(size=(10, 3))
+        arms = g / np.linalg.norm(g, axis=1, keepdims=True) * scale
+        assert np.linalg.norm(arms, axis=1).max() <= 1 + 1e-9
+        policy.choose(arms)
+        policy.observe(float(rng.random() < 0.5))
+    counts = policy.diagnostics()
+    assert counts["criterion_I"] >= 1 and counts["criterion_I"] < T_run  # both trees got unit leaves
+    assert policy.design_v.tree.t == policy.design_h.tree.t == T_run
+    stored = np.array(policy._x_o + policy._x_h)
+    assert np.abs(np.linalg.norm(stored, axis=1) - 1.0).max() <= 1e-12
