@@ -125,6 +125,31 @@ def _check_real(name: str, value: float, low: float, high: float, *, low_open: b
     return x
 
 
+def _check_gamma(gamma: float) -> float:
+    """The randomization probability of the bit randomizer, in (0, 1]."""
+    return _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+
+
+def _check_delta(delta: float) -> float:
+    """A target delta, in (0, 1)."""
+    return _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _check_epsilon(epsilon: float, *, target: bool) -> float:
+    """An epsilon: a target (> 0) or a point at which delta is evaluated (>= 0)."""
+    return _check_real("epsilon", epsilon, 0.0, math.inf, low_open=target, high_open=True)
+
+
+def _check_target(epsilon: float, delta: float) -> tuple[float, float]:
+    """The (eps > 0, delta in (0, 1)) target a calibration must meet."""
+    return _check_epsilon(epsilon, target=True), _check_delta(delta)
+
+
+def _check_bitsum_point(n: int, gamma: float, epsilon: float) -> tuple[int, float, float]:
+    """Users (>= 2), randomization probability and the epsilon (>= 0) of a bit-sum delta(eps)."""
+    return _check_users(n), _check_gamma(gamma), _check_epsilon(epsilon, target=False)
+
+
 def _hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
     """``sum max(p - e^eps q, 0)``: the eps-hockey-stick divergence of two pmfs on one support."""
     return float(np.maximum(p - math.exp(epsilon) * q, 0.0).sum())
@@ -166,7 +191,7 @@ def bitsum_local_epsilon(gamma: float) -> float:
     gamma : float
         Probability in (0, 1] that a user sends a uniform bit instead of its own.
     """
-    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    gamma = _check_gamma(gamma)
     return math.log((1.0 - gamma / 2.0) / (gamma / 2.0))
 
 
@@ -187,9 +212,7 @@ def bitsum_delta(n: int, gamma: float, epsilon: float) -> float:
     epsilon : float
         The epsilon at which delta is evaluated, >= 0.
     """
-    n = _check_users(n)
-    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    n, gamma, epsilon = _check_bitsum_point(n, gamma, epsilon)
     p, q, tail = _bitsum_view(n, gamma)
     return min(1.0, _hockey_stick(p, q, epsilon) + tail)
 
@@ -212,9 +235,7 @@ def bitsum_delta_for_configuration(n: int, gamma: float, epsilon: float, ones: i
     ones : int
         Number of ones among the other users, in [0, n - 1].
     """
-    n = _check_users(n)
-    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    n, gamma, epsilon = _check_bitsum_point(n, gamma, epsilon)
     ones = _check_int("ones", ones, 0)
     if ones > n - 1:
         raise ValueError(f"ones must be in [0, n - 1] = [0, {n - 1}], got {ones}")
@@ -259,8 +280,8 @@ def bitsum_epsilon(n: int, gamma: float, delta: float) -> float:
         Target delta in (0, 1).
     """
     n = _check_users(n)
-    gamma = _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    gamma = _check_gamma(gamma)
+    delta = _check_delta(delta)
     p, q, tail = _bitsum_view(n, gamma)
     if tail >= delta:
         raise ValueError(f"delta must exceed the truncated mass {tail:.3g}, got {delta!r}")
@@ -289,8 +310,7 @@ def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float 
 
     """
     n = _check_users(n)
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    epsilon, delta = _check_target(epsilon, delta)
     rtol = _check_real("rtol", rtol, 0.0, 1.0, low_open=True, high_open=True)
 
     def meets(gamma: float) -> bool:
@@ -320,7 +340,7 @@ def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float 
 def fmt_max_local_epsilon(n: int, delta: float) -> float:
     """Largest local eps0 for which the FMT closed form applies: ``ln(n / (16 ln(2/delta)))``."""
     n = _check_users(n)
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    delta = _check_delta(delta)
     return math.log(n / (16.0 * math.log(2.0 / delta)))
 
 
@@ -366,8 +386,7 @@ def paper_noise_bits(n: int, epsilon: float, delta: float, dimension: int, level
     constant as recalled, to verify; it is not used to certify anything).
     """
     n = _check_users(n, 1)
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    epsilon, delta = _check_target(epsilon, delta)
     dimension = _check_int("dimension", dimension, 1)
     g = default_levels(n, dimension) if levels is None else _check_int("levels", levels, 1)
     return 24e4 * g**2 * math.log(4.0 * dimension**2 / delta) ** 2 / (epsilon**2 * n)
@@ -469,14 +488,14 @@ def vector_sum_delta(n: int, noise_bits: int, levels: int, epsilon: float, coord
 
     Bins of width ``1e-4 * max(1, epsilon)`` (``_pld_interval``).
     """
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=False, high_open=True)
+    epsilon = _check_epsilon(epsilon, target=False)
     pld = vector_sum_pld(n, noise_bits, levels, coordinates, interval=_pld_interval(epsilon))
     return float(pld.get_delta_for_epsilon(epsilon))
 
 
 def vector_sum_epsilon(n: int, noise_bits: int, levels: int, delta: float, coordinates: int = 1) -> float:
     """Certified eps(delta) of the shuffled vector summation (pessimistic PLD, dp-accounting)."""
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    delta = _check_delta(delta)
     return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_epsilon_for_delta(delta))
 
 
@@ -503,8 +522,7 @@ def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coor
         Number of coordinates composed, >= 1.
     """
     n = _check_users(n, 1)
-    epsilon = _check_real("epsilon", epsilon, 0.0, math.inf, low_open=True, high_open=True)
-    delta = _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    epsilon, delta = _check_target(epsilon, delta)
     levels = _check_int("levels", levels, 1)
     coordinates = _check_int("coordinates", coordinates, 1)
 
