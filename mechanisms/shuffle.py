@@ -38,7 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from accounting import ApproxDP
+from accounting import ApproxDP, Receipt
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle_accountant import (
     bitsum_delta,
@@ -98,6 +98,35 @@ def _check_n_users(n_users: int) -> int:
     return int(n_users)
 
 
+class _ChargedShuffleSum:
+    """What the charged shuffle protocols share: checked arguments and one charge per release.
+
+    A subclass names itself in ``_MECHANISM`` (recorded with every charge), calls
+    :meth:`_open` first in ``__init__``, and in ``release`` calls :meth:`_charge`
+    before the protocol draws anything from ``rng``.
+    """
+
+    _MECHANISM: str
+
+    def _open(self, account: object, n_users: int, rng: np.random.Generator, epsilon: float, delta: float,
+              relation: str) -> None:
+        self.account = account
+        self.n_users = _check_n_users(n_users)
+        self.rng = check_generator(rng)
+        self.epsilon, self.delta = _check_budget(epsilon, delta)
+        self.relation = _check_relation(relation)
+
+    def _charge(self, partition: str | None, note: str) -> Receipt:
+        """Charge ApproxDP(epsilon, delta) for one release (raises ``BudgetExceeded`` before any draw)."""
+        return self.account.charge(
+            ApproxDP(self.epsilon, self.delta),
+            mechanism=self._MECHANISM,
+            relation=self.relation,
+            partition=partition,
+            note=note,
+        )
+
+
 # ---------------------------------------------------------------------------
 # Bit sum
 # ---------------------------------------------------------------------------
@@ -148,7 +177,7 @@ def bitsum_analyze(messages: np.ndarray, gamma: float) -> float:
     return (float(y.sum()) - gamma * y.shape[0] / 2.0) / (1.0 - gamma)
 
 
-class ShuffleBitSum:
+class ShuffleBitSum(_ChargedShuffleSum):
     """Shuffled bit sum charged to an account: each release costs ApproxDP(epsilon, delta).
 
     Neighbouring relation ``replace_one``: one user's bit replaced (sensitivity 1 of
@@ -172,6 +201,8 @@ class ShuffleBitSum:
         Only ``"replace_one"``.
     """
 
+    _MECHANISM = "ShuffleBitSum"
+
     def __init__(
         self,
         account,
@@ -183,11 +214,7 @@ class ShuffleBitSum:
         gamma: float | None = None,
         relation: str = "replace_one",
     ) -> None:
-        self.account = account
-        self.n_users = _check_n_users(n_users)
-        self.rng = check_generator(rng)
-        self.epsilon, self.delta = _check_budget(epsilon, delta)
-        self.relation = _check_relation(relation)
+        self._open(account, n_users, rng, epsilon, delta, relation)
         if gamma is None:
             gamma = calibrate_bitsum_gamma(self.n_users, self.epsilon, self.delta)
         elif not (0.0 < float(gamma) < 1.0):
@@ -214,13 +241,7 @@ class ShuffleBitSum:
         """
         x = _check_bits(bits, self.n_users)
         method = _check_method(method)
-        receipt = self.account.charge(
-            ApproxDP(self.epsilon, self.delta),
-            mechanism="ShuffleBitSum",
-            relation=self.relation,
-            partition=partition,
-            note=f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant",
-        )
+        receipt = self._charge(partition, f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant")
         if method == "messages":
             shuffled = shuffle_messages(bitsum_randomize(x, self.gamma, self.rng), self.rng)
             return Release(bitsum_analyze(shuffled, self.gamma), receipt)
@@ -319,7 +340,7 @@ def run_vector_summation(
     return (bound / levels) * (ones - noise_bits * n / 2.0) - n * bound
 
 
-class ShuffleVectorSum:
+class ShuffleVectorSum(_ChargedShuffleSum):
     """Shuffled sum of bounded vectors or symmetric matrices, charged ApproxDP(epsilon, delta) per release.
 
     Neighbouring relation ``replace_one``: one user's vector (matrix) replaced. Each
@@ -359,6 +380,8 @@ class ShuffleVectorSum:
         Only ``"replace_one"``.
     """
 
+    _MECHANISM = "ShuffleVectorSum"
+
     def __init__(
         self,
         account,
@@ -373,11 +396,7 @@ class ShuffleVectorSum:
         noise_bits: int | None = None,
         relation: str = "replace_one",
     ) -> None:
-        self.account = account
-        self.n_users = _check_n_users(n_users)
-        self.rng = check_generator(rng)
-        self.epsilon, self.delta = _check_budget(epsilon, delta)
-        self.relation = _check_relation(relation)
+        self._open(account, n_users, rng, epsilon, delta, relation)
         shape = tuple(shape)
         if not (len(shape) in (1, 2) and all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape)):
             raise ValueError(f"shape must be (d,) or (d, d) with d >= 1, got {shape!r}")
@@ -444,15 +463,10 @@ class ShuffleVectorSum:
         """
         flat = _check_values(self._flatten(values), self.bound)
         method = _check_method(method)
-        receipt = self.account.charge(
-            ApproxDP(self.epsilon, self.delta),
-            mechanism="ShuffleVectorSum",
-            relation=self.relation,
-            partition=partition,
-            note=(
-                f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
-                f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)"
-            ),
+        receipt = self._charge(
+            partition,
+            f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
+            f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)",
         )
         sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
         if len(self.shape) == 1:
