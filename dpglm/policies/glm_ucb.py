@@ -20,12 +20,34 @@ import numpy as np
 from dpglm.glm import GLMFamily, fit_mle, get_family
 from dpglm.policies.base import Policy
 
-__all__ = ["GLMUCB", "link_lipschitz"]
+__all__ = ["GLMUCB", "kappa_baseline_constants", "link_lipschitz"]
 
 
 def link_lipschitz(family: GLMFamily) -> float:
     """k_μ = sup_z μ̇(z), evaluated on a fine grid of [−50, 50] (1/4 logistic, 1/√(2π) probit)."""
     return float(np.max(get_family(family).dmu(np.linspace(-50.0, 50.0, 200001))))
+
+
+def kappa_baseline_constants(
+    d: int, delta: float, kappa: float, lam: float | None
+) -> tuple[float, float, float]:
+    """Checked (δ, κ, λ) of a κ-dependent baseline (GLM-UCB, GLOC); λ defaults to d.
+
+    The default λ = d is the one of the paper's simulations (§8).
+
+    Raises
+    ------
+    ValueError
+        Unless δ ∈ (0, 1), κ ≥ 1 is finite and λ > 0 is finite.
+    """
+    if not 0.0 < float(delta) < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if not np.isfinite(kappa) or float(kappa) < 1.0:
+        raise ValueError(f"kappa must be a finite number >= 1, got {kappa}")
+    lam = float(d if lam is None else lam)
+    if not np.isfinite(lam) or lam <= 0:
+        raise ValueError(f"lam must be a finite number > 0, got {lam}")
+    return float(delta), float(kappa), lam
 
 
 class GLMUCB(Policy):
@@ -66,14 +88,8 @@ class GLMUCB(Policy):
         self.family = get_family(family)
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
             raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
-        if not 0.0 < float(delta) < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
-        if not np.isfinite(kappa) or float(kappa) < 1.0:
-            raise ValueError(f"kappa must be a finite number >= 1, got {kappa}")
-        lam = float(self.d if lam is None else lam)
-        if not np.isfinite(lam) or lam <= 0:
-            raise ValueError(f"lam must be a finite number > 0, got {lam}")
-        self.horizon, self.delta, self.kappa, self.lam = int(horizon), float(delta), float(kappa), lam
+        self.delta, self.kappa, lam = kappa_baseline_constants(self.d, delta, kappa, lam)
+        self.horizon, self.lam = int(horizon), lam
         kappa_f = np.sqrt(3.0 + 2.0 * np.log(1.0 + 2.0 / lam))
         # ρ(t) = rho_const · √(log t)   (Filippi et al. 2010, Theorem 1).
         self.rho_const = (

@@ -33,7 +33,7 @@ import numpy as np
 
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
-from dpglm.policies.glm_ucb import link_lipschitz
+from dpglm.policies.glm_ucb import kappa_baseline_constants, link_lipschitz
 
 __all__ = ["GLOC", "project_ball_in_norm"]
 
@@ -106,15 +106,9 @@ class GLOC(Policy):
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         if not np.isfinite(S) or float(S) <= 0:
             raise ValueError(f"S must be a finite number > 0, got {S}")
-        if not 0.0 < float(delta) < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
-        if not np.isfinite(kappa) or float(kappa) < 1.0:
-            raise ValueError(f"kappa must be a finite number >= 1, got {kappa}")
-        lam = float(self.d if lam is None else lam)
-        if not np.isfinite(lam) or lam <= 0:
-            raise ValueError(f"lam must be a finite number > 0, got {lam}")
+        self.delta, self.kappa, lam = kappa_baseline_constants(self.d, delta, kappa, lam)
         self.preset = preset
-        self.S, self.delta, self.kappa, self.lam = float(S), float(delta), float(kappa), lam
+        self.S, self.lam = float(S), lam
         self.c_mu = 1.0 / self.kappa
         if preset == "paper-simulation":
             self.sigma2 = link_lipschitz(self.family) ** 4
