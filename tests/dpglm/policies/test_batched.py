@@ -246,11 +246,15 @@ def test_presets_and_pgd_iteration_count():
     from dpglm.policies.batched import pgd_iterations
 
     sim = batched_parameters("probit", 5, 20000, 3.0, delta=0.02)
+    union = batched_parameters("probit", 5, 20000, 3.0, delta=0.02, preset="union")
     theory = batched_parameters("probit", 5, 20000, 3.0, delta=0.02, preset="theory")
     kappa = kappa_support("probit", 3.0)
-    assert sim.width_kappa == 1.0 and theory.width_kappa == pytest.approx(kappa)
-    assert sim.gamma == pytest.approx(math.sqrt(2 * math.log(2 * 4 * 20000 / 0.02)))
-    assert sim.warmup_scale == pytest.approx(kappa * math.exp(9.0) * 25 * sim.gamma**2 / 3.0)
+    assert sim.width_kappa == union.width_kappa == 1.0 and theory.width_kappa == pytest.approx(kappa)
+    assert sim.gamma == 2.0
+    assert union.gamma == theory.gamma == pytest.approx(math.sqrt(2 * math.log(2 * 4 * 20000 / 0.02)))
+    assert sim.warmup_scale == pytest.approx(kappa * math.exp(9.0) * 25 * 4.0 / 3.0)
+    with pytest.raises(ValueError, match="preset"):
+        batched_parameters("probit", 5, 20000, 3.0, preset="fast")
     # ε²n²/(d ln³(nd/δ)): n = 300, ε = 1, d = 5, δ = 0.01 → 90000/(5·ln³(150000)) = 10.68 → 10
     assert pgd_iterations(300, 1.0, 0.01, 5) == 10
     assert pgd_iterations(3836, 2.0, 0.01, 5, max_iterations=300) == 300
