@@ -44,26 +44,16 @@ def _gof_pvalue(samples: np.ndarray, pmf: np.ndarray) -> float:
     return float(stats.chisquare(obs_bins, exp_bins).pvalue)
 
 
-def _level_law(v: float, bound: float, levels: int) -> np.ndarray:
-    scaled = (v + bound) * levels / bound
-    low = int(math.floor(scaled))
-    law = np.zeros(2 * levels + 1)
-    law[min(low, 2 * levels)] += 1 - (scaled - low)
-    if scaled > low:
-        law[low + 1] += scaled - low
-    return law
-
-
 # --------------------------------------------------------------------------- message level vs counts
 
 
-def test_vector_messages_and_counts_match_the_exact_count_law():
+def test_vector_messages_and_counts_match_the_exact_count_law(rounding_law):
     rng = np.random.default_rng(7)
     n, levels, bits, bound = 5, 3, 4, 1.0
     values = np.array([[0.9, -0.2], [-0.45, 0.1], [0.05, 0.7], [-1.0, -0.33], [0.5, 1.0]])
     exact = stats.binom.pmf(np.arange(n * bits + 1), n * bits, 0.5)
     for v in values[:, 0]:
-        exact = np.convolve(exact, _level_law(v, bound, levels))
+        exact = np.convolve(exact, rounding_law(v, bound, levels))
     reps = 3000
     to_count = lambda z: np.rint((z[0] + n * bound) * levels / bound + bits * n / 2).astype(int)  # noqa: E731
     by_messages = np.array([to_count(run_vector_summation(values, bound, levels, bits, rng, method="messages")) for _ in range(reps)])

@@ -148,35 +148,25 @@ def test_vector_pld_composes_coordinates_like_the_exact_product(eps):
     assert exact(eps) - 1e-12 <= certified <= exact(eps - 2e-4 * max(1.0, eps)) + 1e-12
 
 
-def _rounding_law(v: float, bound: float, levels: int) -> np.ndarray:
-    scaled = (v + bound) * levels / bound
-    low = int(math.floor(scaled))
-    law = np.zeros(2 * levels + 1)
-    law[min(low, 2 * levels)] += 1 - (scaled - low)
-    if scaled > low:
-        law[low + 1] += scaled - low
-    return law
-
-
-def test_dominating_pair_bounds_real_neighbours_and_is_attained():
+def test_dominating_pair_bounds_real_neighbours_and_is_attained(rounding_law):
     """Enumerate neighbouring data sets (one value replaced) of a 3-user, 1-coordinate protocol."""
     n, bits, levels, bound = 3, 2, 2, 1.0
     noise = stats.binom.pmf(np.arange(n * bits + 1), n * bits, 0.5)
     grid = np.linspace(-1, 1, 7)
-    others_law = np.convolve(_rounding_law(0.3, bound, levels), _rounding_law(-0.55, bound, levels))
+    others_law = np.convolve(rounding_law(0.3, bound, levels), rounding_law(-0.55, bound, levels))
     base = np.convolve(others_law, noise)
     for eps in (0.2, 0.8, 1.5):
         certified = acc.vector_sum_delta(n, bits, levels, eps)
         worst = 0.0
         for v, w in itertools.product(grid, grid):
-            p = np.convolve(base, _rounding_law(v, bound, levels))
-            q = np.convolve(base, _rounding_law(w, bound, levels))
+            p = np.convolve(base, rounding_law(v, bound, levels))
+            q = np.convolve(base, rounding_law(w, bound, levels))
             worst = max(worst, float(np.maximum(p - math.exp(eps) * q, 0).sum()))
         assert worst <= certified + 1e-12
     # attained: others at exact levels (no rounding noise), one value moved from -L to +L
     eps = 0.8
-    p = np.convolve(noise, _rounding_law(1.0, bound, levels))
-    q = np.convolve(noise, _rounding_law(-1.0, bound, levels))
+    p = np.convolve(noise, rounding_law(1.0, bound, levels))
+    q = np.convolve(noise, rounding_law(-1.0, bound, levels))
     attained = float(np.maximum(p - math.exp(eps) * q, 0).sum())
     assert attained <= acc.vector_sum_delta(n, bits, levels, eps) <= attained + 5e-4
 
