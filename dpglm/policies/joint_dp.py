@@ -10,7 +10,7 @@ with
 * ``θ̂_o`` and ``θ̂_τ`` refitted by DP-SGD (:class:`mechanisms.optim.DPSGD`) over
   ``Θ_I`` and ``Θ_II``, at times decided from the tree releases only (below).
 
-Deviation from the paper: θ̂_o refit times (Alg. 2, line 7). The paper refits θ̂_o in
+Deviations from the paper: refit times (Alg. 2, lines 7 and 11). The paper refits θ̂_o in
 every exploration round t, i.e. exactly when user t's raw context set X_t satisfies
 Criterion I. "θ̂_o changed at round t" is then a deterministic function of user t's
 data, seen by every later user through the elimination rule ``UCB_o`` and the ``H``
@@ -23,8 +23,12 @@ A refit is made even when T_o is empty (DP-SGD then releases noise only), and el
 and ``Θ_II`` use ``V_o`` (the ``V`` θ̂_o was fitted at). The refit data T_o still gains or
 loses user t's row between neighbours: DP-SGD's public normaliser (the round count) and
 its clipped-sum sensitivity 2C cover add, remove and replace. θ̂_τ likewise is refitted
-on every Criterion II switch, even on an empty data set. ``diagnostics()`` records
-``criterion_I`` rounds against ``refits_o`` / ``refused_o`` (θ̂_o refits made / refused).
+on every Criterion II switch, even on an empty data set, and Criterion II is checked at
+the start of EVERY round (the paper checks it only when Criterion I did not fire, line 11
+being its ``else`` branch, so a switch due at round t happened at t or later depending on
+user t's raw context; Criterion II is post-processing of H only when checked like this).
+``diagnostics()`` records ``criterion_I`` rounds against ``refits_o`` / ``refused_o``
+(θ̂_o refits made / refused).
 
 Budget (paper §6.3 "Privacy composition", with honest accounting). The ledger holds the
 asked (ε, δ) and is split in thirds:
@@ -349,11 +353,13 @@ class DPSGDEstimator:
 class JointDPGLMBandit(RarelySwitchingBandit):
     """Paper Algorithm 2: (ε, δ)-joint-DP rarely-switching GLM bandit (see the module docstring).
 
-    One deviation from the paper (module docstring): θ̂_o is not refitted in each
+    Deviations from the paper (module docstring): θ̂_o is not refitted in each
     exploration round (Alg. 2, line 7), whose timing is decided by the current user's raw
     context and would reveal ``t ∈ T_o`` to every later user; it is refitted at the start
     of a round when the released ``V`` has grown, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) >
-    params.refit_o_factor`` (> 1 required), a function of the V-tree releases only.
+    params.refit_o_factor`` (> 1 required), a function of the V-tree releases only; and
+    Criterion II (line 11) is checked at the start of every round, not only in rounds
+    where Criterion I did not fire.
 
     Parameters
     ----------

@@ -3,17 +3,17 @@
 Sawarni et al. (2024)'s RS-GLinCB and the paper's joint-DP Algorithm 2 run the same
 loop (paper §6, Alg. 2):
 
-* **θ̂_o refit** (checked first, at the start of the round): if ``V`` has grown in some
-  direction since the ``V_o`` of the last refit, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) >
-  c_o``, refit ``θ̂_o`` on T_o over ``Θ_I = {‖θ‖ ≤ S}`` and set ``V_o ← V_t``. With exact
-  ``V`` and ``c_o = 1`` this is Alg. 2, line 7 (refit after every exploration round: only
-  those change ``V``); with a released ``V`` it is post-processing, like Criterion II;
+* **θ̂_o refit** (at the start of the round): if ``V`` has grown in some direction since
+  the ``V_o`` of the last refit, ``λ_max(V_o^{-1/2} V_t V_o^{-1/2}) > c_o``, refit ``θ̂_o``
+  on T_o over ``Θ_I = {‖θ‖ ≤ S}`` and set ``V_o ← V_t``. With exact ``V`` and
+  ``c_o = 1`` this is Alg. 2, line 7 (refit after every exploration round: only those
+  change ``V``);
+* **Criterion II** (line 11, also at the start of the round): if the design matrix
+  ``H_t`` has grown enough since the last switch τ (``H_t ⋠ c·H_τ`` in the paper;
+  ``det H_t > c·det H_τ`` in Sawarni et al.), switch: ``H_τ ← H_t`` and refit ``θ̂_τ``
+  on the other rounds over ``Θ_II = {‖θ − θ̂_o‖_{V_o} ≤ w}``;
 * **Criterion I** (Alg. 2, line 4): if some arm has ``‖x‖²_{V⁻¹} ≥ 1/(γ²κR²)``, play the
-  most uncertain one and add it to the exploration set T_o and to ``V``;
-* otherwise **Criterion II** (line 11): if the design matrix ``H_t`` has grown enough since
-  the last switch τ (``H_t ⋠ c·H_τ`` in the paper; ``det H_t > c·det H_τ`` in
-  Sawarni et al.), switch: ``H_τ ← H_t`` and refit ``θ̂_τ`` on the other rounds over
-  ``Θ_II = {‖θ − θ̂_o‖_V ≤ w}``;
+  most uncertain one and add it to the exploration set T_o and to ``V``; otherwise
 * eliminate the arms whose ``UCB_o(x) = ⟨x, θ̂_o⟩ + w‖x‖_{V_o⁻¹}`` is below the best
   ``LCB_o``, and play ``argmax ⟨x, θ̃⟩ + β‖x‖_{H_τ⁻¹}`` (§6.1); the round then enters
   ``H`` with weight ``μ̇(⟨x, θ̂_o⟩)/e`` (line 16). ``V_o`` (the ``V`` θ̂_o was fitted
@@ -24,6 +24,15 @@ The leaves ``x xᵀ`` are formed from ``x/max(1, ‖x‖)``: contexts are accept
 ``‖x‖ ≤ 1 + 1e-9`` (float-normalised unit vectors), and the clip keeps every leaf inside
 the unit-ball bound the private trees' sensitivity assumes (a per-user map, so it
 changes no sensitivity).
+
+Both refit rules read only ``V`` and ``H``, never the current arm set, so with released
+``V``, ``H`` the refit times are post-processing of the releases. The papers decide
+them from the raw context of the current user: Alg. 2 refits θ̂_o inside each exploration
+round (line 7) and checks Criterion II only in rounds where Criterion I did not fire
+(line 11 is in the ``else`` branch), so in both the timing revealed whether the current
+user explored. On exact ``V``, ``H`` the reordering changes nothing but the θ̂_o centre
+of ``Θ_II`` when exploration rounds fall between H's growth and the next
+non-exploration round (exact ``H`` is unchanged in exploration rounds).
 
 What differs between the two algorithms is only where the ingredients come from: the
 matrices ``V`` and ``H`` are exact running sums (:class:`ExactDesign`) or binary-tree
@@ -402,10 +411,10 @@ class RarelySwitchingBandit(Policy):
     Notes
     -----
     Every refit is decided at the start of a round from ``V`` and ``H`` alone (the θ̂_o
-    growth rule and Criterion II), and is made even if its data set is empty, so on
-    released ``V``, ``H`` the refit times are post-processing of the releases. The
-    paper's Alg. 2, line 7 refits θ̂_o inside the exploration round itself, which the
-    current user's raw context decides (see :class:`dpglm.policies.joint_dp.JointDPGLMBandit`).
+    growth rule and Criterion II, both before Criterion I), and is made even if its data
+    set is empty, so on released ``V``, ``H`` the refit times are post-processing of the
+    releases. Paper Alg. 2 decides both from whether the current user's raw context
+    triggers Criterion I (module docstring; :class:`dpglm.policies.joint_dp.JointDPGLMBandit`).
     """
 
     name = "rarely-switching"
@@ -485,7 +494,7 @@ class RarelySwitchingBandit(Policy):
 
     # -- the protocol -----------------------------------------------------------------
     def choose(self, arms: np.ndarray) -> int:
-        """Paper Alg. 2, lines 3–14: Criterion I, else Criterion II, elimination, UCB."""
+        """Paper Alg. 2, lines 3–14: θ̂_o refit and Criterion II (from V, H only), then Criterion I, else elimination and UCB."""
         arms = self._check_arms(arms)
         if self._pending is not None:
             raise ValueError("observe(reward) must be called before the next choose(arms)")
@@ -498,14 +507,9 @@ class RarelySwitchingBandit(Policy):
             w = self._v_o_whiten
             if np.linalg.eigvalsh(w @ v_t @ w.T)[-1] > p.refit_o_factor:
                 self._refit_o(v_t)
-        v_inv = self._current_v_inv()
-        v_norm_sq = (arms @ v_inv * arms).sum(axis=1)  # ‖x‖²_{V⁻¹} for every arm
-        best = int(v_norm_sq.argmax())
-        if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
-            self.counts["criterion_I"] += 1
-            self._pending = (_unit_ball(arms[best]), True)
-            return best
-        # H changes only when a leaf entered it: an unchanged H cannot newly satisfy line 11.
+        # Criterion II in every round, before Criterion I (line 11 is in its else branch in the
+        # paper, which let the current user's exploration shift the switch). H changes only
+        # when a leaf entered it: an unchanged H cannot newly satisfy line 11.
         if self.design_h.version != self._h_checked:
             self._h_checked = self.design_h.version
             h_t = self.design_h.matrix
@@ -513,6 +517,13 @@ class RarelySwitchingBandit(Policy):
                 self.counts["criterion_II"] += 1
                 self._set_tau(h_t)
                 self._refit_tau()
+        v_inv = self._current_v_inv()
+        v_norm_sq = (arms @ v_inv * arms).sum(axis=1)  # ‖x‖²_{V⁻¹} for every arm
+        best = int(v_norm_sq.argmax())
+        if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
+            self.counts["criterion_I"] += 1
+            self._pending = (_unit_ball(arms[best]), True)
+            return best
         theta = self.theta_tau if p.centre == "tau" else 0.5 * (self.theta_o + self.theta_tau)
         h_norm_sq = (arms @ self._h_tau_inv * arms).sum(axis=1)
         ucb = arms @ theta + p.beta * np.sqrt(np.maximum(h_norm_sq, 0.0))

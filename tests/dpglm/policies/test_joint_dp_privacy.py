@@ -36,14 +36,14 @@ def _params() -> RarelySwitchingParameters:
     )
 
 
-def _contexts(neighbour: bool) -> np.ndarray:
+def _contexts(neighbour: bool, user: int, short: float) -> np.ndarray:
     rng = np.random.default_rng(3)
     g = rng.normal(size=(T, 3, D))
-    arms = 0.1 * g / np.linalg.norm(g, axis=2, keepdims=True)
+    arms = short * g / np.linalg.norm(g, axis=2, keepdims=True)
     for t, direction in BIG.items():
         arms[t, 0] = direction
     if not neighbour:
-        arms[USER, 0] = np.array([1.0, 1.0]) / math.sqrt(2.0)
+        arms[user, 0] = np.array([1.0, 1.0]) / math.sqrt(2.0)
     return arms
 
 
@@ -61,9 +61,11 @@ def _couple(obj: object, method: str, log: list, replay: bool) -> None:
     setattr(obj, method, call)
 
 
-def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool) -> dict[str, object]:
-    policy = JointDPGLMBandit("probit", D, T, S, EPS, DELTA, np.random.default_rng(7), params=_params(),
-                              refits_o=20, refits_tau=20)
+def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool, *, params: RarelySwitchingParameters | None = None,
+         user: int = USER, short: float = 0.1) -> dict[str, object]:
+    params = _params() if params is None else params
+    policy = JointDPGLMBandit("probit", D, T, S, EPS, DELTA, np.random.default_rng(7), params=params,
+                              refits_o=20, refits_tau=40)
     assert policy.exploration_possible
     slots = [("v", policy.design_v.tree, "append"), ("h", policy.design_h.tree, "append")]
     if couple_dpsgd:
@@ -71,8 +73,8 @@ def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool) -> dict[str
     for key, obj, method in slots:
         _couple(obj, method, logs.setdefault(key, []), replay=neighbour)
     rewards = np.random.default_rng(11).random((T, 3)) < 0.5
-    arms = _contexts(neighbour)
-    explored, refit_rounds, thetas, actions, released_v = [], [], [], [], []
+    arms = _contexts(neighbour, user, short)
+    explored, refit_rounds, switch_rounds, thetas, actions, released_v, released_h = [], [], [], [], [], [], []
     for t in range(T):
         before = dict(policy.counts)
         a = policy.choose(arms[t])
@@ -81,24 +83,27 @@ def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool) -> dict[str
         attempts = lambda c: c["refits_o"] + c["refused_o"]  # noqa: E731
         if attempts(policy.counts) > attempts(before):
             refit_rounds.append(t)
-        thetas.append(policy.theta_o.copy())
+        if policy.counts["criterion_II"] > before["criterion_II"]:
+            switch_rounds.append(t)
+        thetas.append(np.concatenate([policy.theta_o, policy.theta_tau]))
         actions.append(a)
-        released_v.append(policy.params.lam * np.eye(D) + policy.design_v.release.value)
-    return dict(explored=explored, refit_rounds=refit_rounds, thetas=np.array(thetas), actions=actions,
-                released_v=released_v, counts=policy.counts)
+        released_v.append(params.lam * np.eye(D) + policy.design_v.release.value)
+        released_h.append(params.lam_h * np.eye(D) + policy.design_h.release.value)
+    return dict(explored=explored, refit_rounds=refit_rounds, switch_rounds=switch_rounds, thetas=np.array(thetas),
+                actions=actions, released_v=released_v, released_h=released_h, counts=policy.counts)
 
 
-def _growth_rule_rounds(released_v: list[np.ndarray], params: RarelySwitchingParameters) -> list[int]:
-    """Rounds whose start sees λ_max(V_o^{-1} V_t) > c_o, V_o the floored V of the last refit,
-    from the released V sequence alone (generalized eigenproblem; no refusals in these runs)."""
-    v_o = params.lam * np.eye(D)
+def _growth_rule_rounds(released: list[np.ndarray], lam: float, floor: float, factor: float) -> list[int]:
+    """Rounds whose start sees λ_max(M_ref^{-1} M_t) > factor, M_ref the floored matrix of the
+    last firing, from the released sequence alone (generalized eigenproblem; no refusals)."""
+    ref = lam * np.eye(D)
     rounds = []
     for t in range(1, T):
-        v_t = released_v[t - 1]  # the release of round t−1 is what round t starts with
-        if linalg.eigh(v_t, v_o, eigvals_only=True)[-1] > params.refit_o_factor:
+        m_t = released[t - 1]  # the release of round t−1 is what round t starts with
+        if linalg.eigh(m_t, ref, eigvals_only=True)[-1] > factor:
             rounds.append(t)
-            w, q = np.linalg.eigh(v_t)
-            v_o = (q * np.maximum(w, params.floor_v)) @ q.T
+            w, q = np.linalg.eigh(m_t)
+            ref = (q * np.maximum(w, floor)) @ q.T
     return rounds
 
 
@@ -113,7 +118,8 @@ def test_theta_o_refit_times_do_not_reveal_a_users_criterion_one_round():
     # Released V are identical under the coupling; the refit times are the growth rule on them.
     for v, v_prime in zip(d["released_v"], d_prime["released_v"]):
         np.testing.assert_array_equal(v, v_prime)
-    expected = _growth_rule_rounds(d["released_v"], _params())
+    p = _params()
+    expected = _growth_rule_rounds(d["released_v"], p.lam, p.floor_v, p.refit_o_factor)
     assert len(expected) >= 3  # refits do happen (both before and after user i)
     assert min(expected) < USER < max(expected)
     assert d["refit_rounds"] == d_prime["refit_rounds"]
@@ -132,6 +138,22 @@ def test_fully_coupled_neighbours_show_every_later_user_the_same_theta_o():
     assert len(changes) >= 3 and USER not in changes
     others = [t for t in range(T) if t != USER]
     assert [d["actions"][t] for t in others] == [d_prime["actions"][t] for t in others]
+
+
+def test_criterion_two_switch_times_do_not_reveal_a_users_exploration():
+    # A small λ_H makes H grow by the factor 2 every few rounds; the released H calls for a
+    # switch at round 18. Criterion II (Alg. 2, line 11) evaluated only in non-exploration
+    # rounds switches there in D' but later in D (user 18 explores), and later switches shift.
+    user, params = 18, RarelySwitchingParameters(**{**_params().as_dict(), "lam_h": 1e-3,
+                                                      "floor_h": paper_floor(D, 1e-3)})
+    logs: dict[str, list] = {}
+    d = _run(False, logs, couple_dpsgd=False, params=params, user=user, short=0.6)
+    d_prime = _run(True, logs, couple_dpsgd=False, params=params, user=user, short=0.6)
+    assert d["explored"][user] and not d_prime["explored"][user]
+    expected = _growth_rule_rounds(d["released_h"], params.lam_h, params.floor_h, params.switch_factor)
+    assert len(expected) >= 5 and user in expected
+    assert d["switch_rounds"] == d_prime["switch_rounds"]
+    assert d["switch_rounds"] == expected
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.0 + 9e-10])
