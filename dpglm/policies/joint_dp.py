@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
     Constraint,
@@ -84,14 +84,13 @@ from mechanisms import Release
 from mechanisms.tree import BinaryTreeMechanism, tree_depth
 
 __all__ = [
+    "PRESETS",
+    "DPSGDEstimator",
     "JointDPGLMBandit",
     "TreeDesign",
-    "DPSGDEstimator",
-    "PrivateBudgetPlan",
     "joint_dp_parameters",
-    "tree_noise_bound",
     "planned_switches",
-    "PRESETS",
+    "tree_noise_bound",
 ]
 
 PRESETS = ("paper-simulation", "calibrated", "theory")

@@ -53,18 +53,18 @@ from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.base import Policy
 
 __all__ = [
-    "RarelySwitchingParameters",
     "Constraint",
     "DesignStatistic",
     "Estimator",
     "ExactDesign",
     "MLEEstimator",
-    "RarelySwitchingBandit",
     "RSGLinUCB",
+    "RarelySwitchingBandit",
+    "RarelySwitchingParameters",
     "kappa_bound",
     "kappa_star_bound",
-    "rs_glinucb_parameters",
     "paper_floor",
+    "rs_glinucb_parameters",
 ]
 
 SwitchRule = Literal["loewner", "determinant"]

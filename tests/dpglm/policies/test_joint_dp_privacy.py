@@ -19,7 +19,11 @@ import pytest
 from scipy import linalg
 
 from dpglm.policies.joint_dp import JointDPGLMBandit
-from dpglm.policies.rarely_switching import RarelySwitchingParameters, kappa_bound, paper_floor
+from dpglm.policies.rarely_switching import (
+    RarelySwitchingParameters,
+    kappa_bound,
+    paper_floor,
+)
 
 D, T, S, EPS, DELTA = 2, 60, 1.0, 1e6, 0.02
 USER = 22  # the round (0-based) whose user differs
@@ -80,8 +84,7 @@ def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool, *, params: 
         a = policy.choose(arms[t])
         policy.observe(float(rewards[t, a]))
         explored.append(policy.counts["criterion_I"] > before["criterion_I"])
-        attempts = lambda c: c["refits_o"] + c["refused_o"]  # noqa: E731
-        if attempts(policy.counts) > attempts(before):
+        if policy.counts["refits_o"] + policy.counts["refused_o"] > before["refits_o"] + before["refused_o"]:
             refit_rounds.append(t)
         if policy.counts["criterion_II"] > before["criterion_II"]:
             switch_rounds.append(t)
@@ -89,8 +92,9 @@ def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool, *, params: 
         actions.append(a)
         released_v.append(params.lam * np.eye(D) + policy.design_v.release.value)
         released_h.append(params.lam_h * np.eye(D) + policy.design_h.release.value)
-    return dict(explored=explored, refit_rounds=refit_rounds, switch_rounds=switch_rounds, thetas=np.array(thetas),
-                actions=actions, released_v=released_v, released_h=released_h, counts=policy.counts)
+    return {"explored": explored, "refit_rounds": refit_rounds, "switch_rounds": switch_rounds,
+            "thetas": np.array(thetas), "actions": actions, "released_v": released_v, "released_h": released_h,
+            "counts": policy.counts}
 
 
 def _growth_rule_rounds(released: list[np.ndarray], lam: float, floor: float, factor: float) -> list[int]:

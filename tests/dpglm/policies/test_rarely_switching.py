@@ -187,7 +187,7 @@ def test_bad_inputs_are_rejected():
 
 
 # -- the joint-DP Algorithm 2 -------------------------------------------------------------
-from dpglm.policies.joint_dp import (  # noqa: E402
+from dpglm.policies.joint_dp import (
     JointDPGLMBandit,
     joint_dp_parameters,
     tree_noise_bound,
@@ -235,7 +235,7 @@ def reference_algorithm_two(env, params, *, steps, lr, clip, max_refits_o, max_r
     H_tau = H.copy()
     theta_o, theta_tau = np.zeros(d), np.zeros(d)
     X_o, y_o, X_h, y_h, choices = [], [], [], [], []
-    fit = dict(steps=steps, lr=lr, clip=clip, lam=params.fit_lam)
+    fit = {"steps": steps, "lr": lr, "clip": clip, "lam": params.fit_lam}
     refits_o = refits_tau = 0
     env.reset()
     for t in range(env.horizon):
