@@ -23,6 +23,7 @@ Procedure (Jagielski et al. 2020, §4; Nasr et al. 2023, §4):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -33,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from audits import bounds
+from audits.engine import map_chunks
 
 __all__ = ["Audit", "AuditResult", "Claim", "huge_budget_account", "CLOPPER_PEARSON", "GAUSSIAN_DP"]
 
@@ -154,7 +156,8 @@ class Audit(ABC):
     Subclasses set ``name``, ``mechanism``, ``method``, ``statistics`` (names of
     the candidate scores) and implement :meth:`claim` and :meth:`scores`.
     ``chunk`` bounds how many runs one call of :meth:`scores` produces
-    (memory); the base class loops over chunks.
+    (memory); the base class maps the chunks through :func:`audits.engine.map_chunks`
+    with the audit's ``compute_engine`` (``"local"`` or ``"dask"``) and ``n_jobs``.
     """
 
     name: str = "audit"
@@ -162,6 +165,8 @@ class Audit(ABC):
     method: Method = CLOPPER_PEARSON
     statistics: tuple[str, ...] = ("likelihood ratio",)
     chunk: int = 100_000
+    compute_engine: str = "local"
+    n_jobs: int = 1
 
     @abstractmethod
     def claim(self) -> Claim:
@@ -180,18 +185,27 @@ class Audit(ABC):
         return {}
 
     def sample(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
-        """:meth:`scores` in chunks of at most ``chunk`` runs, as a ``(runs, len(statistics))`` array."""
+        """:meth:`scores` in chunks of at most ``chunk`` runs, as a ``(runs, len(statistics))`` array.
+
+        Each chunk gets its own generator spawned from ``rng``, so the chunks are
+        independent and :func:`audits.engine.map_chunks` may compute them anywhere
+        (``compute_engine``, ``n_jobs``) with the same numbers.
+        """
         if neighbour not in (0, 1):
             raise ValueError(f"neighbour must be 0 or 1, got {neighbour!r}")
-        parts, left, width = [], runs, len(self.statistics)
-        while left > 0:
-            size = min(left, self.chunk)
-            part = np.asarray(self.scores(neighbour, size, rng), dtype=float).reshape(size, -1)
-            if part.shape != (size, width):
-                raise RuntimeError(f"{self.name}: scores returned shape {part.shape}, expected ({size}, {width})")
-            parts.append(part)
-            left -= size
+        sizes = [min(self.chunk, runs - start) for start in range(0, runs, self.chunk)]
+        tasks = list(zip(sizes, rng.spawn(len(sizes))))
+        parts = map_chunks(functools.partial(self._chunk_scores, neighbour), tasks, engine=self.compute_engine,
+                           n_jobs=self.n_jobs)
         return np.concatenate(parts)
+
+    def _chunk_scores(self, neighbour: int, task: tuple[int, np.random.Generator]) -> np.ndarray:
+        size, rng = task
+        width = len(self.statistics)
+        part = np.asarray(self.scores(neighbour, size, rng), dtype=float).reshape(size, -1)
+        if part.shape != (size, width):
+            raise RuntimeError(f"{self.name}: scores returned shape {part.shape}, expected ({size}, {width})")
+        return part
 
     def _bound(self, false_positives: int, runs_null: int, false_negatives: int, runs_alternative: int,
                delta: float, confidence: float) -> float:

@@ -1,0 +1,60 @@
+"""The execution seam: local runs chunks in order (in process or joblib workers) with the same
+numbers; dask, when missing, fails naming what to install."""
+
+import operator
+import sys
+
+import numpy as np
+import pytest
+
+from audits.engine import map_chunks, require_engine
+from audits.noise import LaplaceAudit
+from dpglm.cli import main
+
+
+def test_local_maps_in_order_in_process_and_in_workers():
+    chunks = [3, -1, 7, 0, 5]
+    assert map_chunks(operator.neg, chunks) == [-3, 1, -7, 0, -5]
+    assert map_chunks(operator.neg, chunks, n_jobs=2) == [-3, 1, -7, 0, -5]
+    assert map_chunks(operator.neg, []) == []
+
+
+def test_sample_is_its_chunks_on_spawned_generators_wherever_computed():
+    audit = LaplaceAudit(1.0)
+    audit.chunk = 300
+    sizes = [300, 300, 300, 100]
+    # Reference written out: one generator spawned per chunk, chunks concatenated in order.
+    children = np.random.default_rng(5).spawn(len(sizes))
+    expected = np.concatenate([audit.scores(1, size, child).reshape(size, -1) for size, child in zip(sizes, children)])
+    np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
+    audit.n_jobs = 2
+    np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
+
+
+@pytest.fixture
+def no_dask(monkeypatch):
+    """dask absent, whether or not it is installed here (a None entry makes the import fail)."""
+    monkeypatch.setitem(sys.modules, "dask", None)
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+
+
+def test_missing_dask_names_the_extra(no_dask, tmp_path):
+    with pytest.raises(ImportError, match=r'pip install "dask\[distributed\]"'):
+        require_engine("dask")
+    with pytest.raises(ImportError, match=r"dask\[distributed\]"):
+        map_chunks(operator.neg, [1, 2], engine="dask")
+    audit = LaplaceAudit(1.0)
+    audit.compute_engine = "dask"
+    with pytest.raises(ImportError, match=r"dask\[distributed\]"):
+        audit.sample(0, 100, np.random.default_rng(0))
+    # The command refuses before running anything.
+    with pytest.raises(ImportError, match=r"dask\[distributed\]"):
+        main(["audit", "laplace", "--engine", "dask", "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())
+
+
+def test_bad_engine_arguments():
+    with pytest.raises(ValueError, match="engine"):
+        map_chunks(operator.neg, [1], engine="spark")
+    with pytest.raises(ValueError, match="n_jobs"):
+        map_chunks(operator.neg, [1], n_jobs=0)
