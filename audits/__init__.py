@@ -6,6 +6,8 @@
   :mod:`audits.dpsgd` — one audit per mechanism family, each with its worst-case pair and statistic.
 - :mod:`audits.one_run` — the Gaussian mechanism audited in a single release with canaries.
 - :mod:`audits.bandit` — the noise-coupling audit of the joint-DP bandit.
+- :mod:`audits.bandit_switch` — a certified ε lower bound for the joint-DP bandit (first-switch game).
+- :mod:`audits.engine` — where the independent run-chunks are computed (``--engine local|dask``).
 - :mod:`audits.planted` — deliberately broken variants that the audits must refute.
 - :mod:`audits.catalogue`, :mod:`audits.command` — ``dpglm audit NAME|all``.
 """

@@ -223,11 +223,14 @@ class Audit(ABC):
         estimates of the rates), at the stricter level α/50, penalises
         thresholds in thin tails, where held-out rates are noisy and the
         maximum over hundreds of candidates would otherwise chase noise
-        (Nasr et al. 2023, §4: threshold from held-out runs). The level only
-        affects which threshold is chosen, never the certified bound.
+        (Nasr et al. 2023, §4: threshold from held-out runs). Ties in the
+        held-out bound (all 0 when the held-out runs are few, as for the
+        bandit) are broken by the point estimate of ε at smoothed rates. The
+        level and the tie-break only affect which threshold is chosen, never
+        the validity of the certified bound.
         """
         confidence = 1.0 - (1.0 - confidence) / 50
-        best, choice = -math.inf, (0, 0.0)
+        best, choice = (-math.inf, -math.inf), (0, 0.0)
         for column in range(null.shape[1]):
             null_column, alternative_column = np.sort(null[:, column]), np.sort(alternative[:, column])
             values = np.unique(np.concatenate([null_column, alternative_column]))
@@ -238,8 +241,12 @@ class Audit(ABC):
             for value, a, b in zip(values, false_positives, false_negatives):
                 certified = self._bound(int(a), null_column.size, int(b), alternative_column.size, delta,
                                         confidence)
-                if certified > best:
-                    best, choice = certified, (column, float(value))
+                # Ties (typically all 0 when the held-out runs are few) go to the better
+                # point estimate, rates smoothed by ½ so that zero counts stay finite.
+                estimate = bounds.epsilon_from_rates((a + 0.5) / (null_column.size + 1),
+                                                     (b + 0.5) / (alternative_column.size + 1), delta)
+                if (certified, estimate) > best:
+                    best, choice = (certified, estimate), (column, float(value))
         return choice
 
     def run(self, runs: int = 100_000, seed: int = 0, *, holdout_runs: int | None = None,

@@ -30,12 +30,13 @@ class AuditSpec:
     name : str
         Command-line name.
     build : callable
-        ``build(epsilon, quick)``: an :class:`~audits.base.Audit`, or a
+        ``build(epsilon, quick)``: an :class:`~audits.base.Audit` (among them
+        :class:`~audits.bandit_switch.BanditSwitchAudit`), or a
         :class:`~audits.bandit.BanditCouplingAudit` or
         :class:`~audits.one_run.OneRunGaussianAudit` (same ``run(runs, seed)``).
     runs, quick_runs : int
         Main runs per neighbour at full and quick size (coupled pairs for
-        the bandit coupling).
+        the bandit coupling; policy runs of T rounds for the bandit first-switch game).
     expected : str
         ``"consistent"`` (real mechanism) or ``"violated"`` (planted bug).
     epsilons : tuple of float
@@ -115,6 +116,15 @@ def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], 
     return build
 
 
+def _bandit_switch(policy_attribute: str | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.bandit_switch import BanditSwitchAudit  # noqa: PLC0415
+
+        policy_class = None if policy_attribute is None else _planted(policy_attribute)
+        return BanditSwitchAudit(epsilon, policy_class=policy_class, name=name)
+    return build
+
+
 def _one_run(mechanism_class: str | None, name: str) -> Callable[[float, bool], object]:
     def build(epsilon: float, quick: bool) -> object:
         from audits.one_run import OneRunGaussianAudit  # noqa: PLC0415
@@ -153,6 +163,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
               "full-batch DP-SGD, Dirac gradient canary, last iterate"),
     AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, "consistent", (1.0, 4.0),
               "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
+    AuditSpec("bandit", _bandit_switch(None, "bandit"), 300, 40, "consistent", (1.0, 4.0),
+              "joint-DP bandit, round-1 neighbours, first-switch game: round of the first wide-arm play"),
     AuditSpec("gaussian-one-run", _one_run(None, "gaussian-one-run"), 1, 1, "consistent", EPSILONS,
               "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
     AuditSpec("gaussian-one-run-halved-sensitivity",
@@ -173,6 +185,10 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
               "planted: a shuffler that does not shuffle"),
     AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, "violated", (4.0,),
               "planted: the joint-DP bandit deciding from the exact Gram matrix"),
+    # n runs per side certify at most ln((1 - δ - p)/p), p = 1 - 0.025^(1/n): 2.3 at the quick 40
+    # runs, 4.4 at 300; the planted policy is audited against ε = 1 so both sizes can refute it.
+    AuditSpec("bandit-switch-exact-gram", _bandit_switch("ExactGramBandit", "bandit-switch-exact-gram"), 300, 40,
+              "violated", (1.0,), "planted: the joint-DP bandit deciding from the exact Gram matrix, first-switch game"),
     AuditSpec("dpsgd-add-remove-noise", _with_planted(_dpsgd, "AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
               20_000, 10_000, "violated", (1.0,), "planted: DP-SGD noise for sensitivity C, not 2C"),
 )}

@@ -68,10 +68,10 @@ def map_chunks(function: Callable[[Chunk], Result], chunks: Sequence[Chunk], *, 
     if engine == "local":
         if n_jobs == 1 or len(chunks) < 2:
             return [function(chunk) for chunk in chunks]
-        from joblib import Parallel, delayed  # noqa: PLC0415
+        from joblib import Parallel, delayed
 
         return list(Parallel(n_jobs=min(n_jobs, len(chunks)))(delayed(function)(chunk) for chunk in chunks))
-    from dask.distributed import Client, get_client  # noqa: PLC0415
+    from dask.distributed import Client, get_client
 
     try:
         client = get_client()
