@@ -55,13 +55,11 @@ def test_quick_reproduction_writes_table_curves_and_ledgers(tmp_path):
 
 
 @pytest.mark.slow
-def test_full_reproduction_sublinear_and_close_to_the_nonprivate_rule(tmp_path):
-    """Issue 5 at d = 5, both families, 3 runs: R(20000)/R(5000) well under 4 (< 3 here), and
-    at every ε the private regret, averaged over (family, T), within 1.5× of the non-private
-    B-GLinCB's on the same schedule (measured over 5 runs: 1.11× at ε = 2 and at ε = 8).
-
-    Not asserted: regret decreasing in ε. Measured over 5 runs it is flat within the
-    standard errors for ε ∈ {2, 4, 8} (the batched rule's own design exploration dominates)."""
+def test_full_reproduction_sublinear_and_decreasing_in_epsilon(tmp_path):
+    """Issue 5 at d = 5, both families, 3 runs: R(20000)/R(5000) well under 4 (< 3 here);
+    regret averaged over (family, T) larger at ε = 2 than at ε = 8; and at ε = 8 within
+    1.5× of the non-private B-GLinCB on the same schedule (measured over 5 runs at d = 5:
+    602 at ε = 2, 398 at ε = 8, 325 for B-GLinCB)."""
     assert shuffle.run(_args(tmp_path, "--runs", "3", "--dims", "5",
                              "--algorithms", "ShuffleDP-GLM", "B-GLinCB")) == 0
     table = _table(tmp_path)
@@ -76,6 +74,6 @@ def test_full_reproduction_sublinear_and_close_to_the_nonprivate_rule(tmp_path):
 
     configs = [(family, T) for family in ("probit", "logistic") for T in (5000, 20000)]
     exact = sum(regret("B-GLinCB", family, T) for family, T in configs)
-    for eps in (2.0, 4.0, 8.0):
-        private = sum(regret("ShuffleDP-GLM", family, T, eps) for family, T in configs)
-        assert private < 1.5 * exact, (eps, private / exact)
+    private = {eps: sum(regret("ShuffleDP-GLM", family, T, eps) for family, T in configs) for eps in (2.0, 4.0, 8.0)}
+    assert private[2.0] > private[8.0], private
+    assert private[8.0] < 1.5 * exact, (private, exact)
