@@ -334,27 +334,6 @@ class MLEBatchEstimator:
         return self.family.fit_mle(X, y, lam=self.lam, radius=self.radius)
 
 
-class _PartitionedAccount:
-    """An account view that charges every cost under one partition key.
-
-    :class:`mechanisms.shuffle.ShuffleVectorSum` charges with ``partition=None``; the
-    batches of Algorithm 1 hold disjoint users, so their charges must carry a per-batch
-    key to compose in parallel (the contract lacks a ``partition`` argument there).
-    """
-
-    def __init__(self, account, partition: str) -> None:
-        self._account, self._partition = account, partition
-
-    def charge(self, cost, *, mechanism: str, relation: str = "replace_one", partition=None, note: str = ""):
-        if partition not in (None, self._partition):
-            raise ValueError(f"partition must be {self._partition!r} on this view, got {partition!r}")
-        return self._account.charge(cost, mechanism=mechanism, relation=relation, partition=self._partition,
-                                    note=note)
-
-    def __getattr__(self, name: str):
-        return getattr(self._account, name)
-
-
 @functools.lru_cache(maxsize=256)
 def _round_epsilon(epsilon: float, delta: float, iterations: int, round_delta: float) -> float:
     """Cached :func:`mechanisms.optim.shuffle_pgd.calibrate_round_epsilon`."""
@@ -408,13 +387,13 @@ class ShuffledDesignSum:
 
         n, d = leaves.shape[0], leaves.shape[-1]
         mechanism = ShuffleVectorSum(  # noise bits: the accountant's (cached) calibration
-            _PartitionedAccount(self.account, batch_partition(batch)), max(n, 2), (d, d), bound, self.rng,
-            epsilon=self.epsilon, delta=self.delta, levels=self.levels,
+            self.account, max(n, 2), (d, d), bound, self.rng, epsilon=self.epsilon, delta=self.delta,
+            levels=self.levels,
         )
         if n < 2:  # the protocol needs two users; a zero dummy leaf changes no one's data
             leaves = np.concatenate([leaves, np.zeros((2 - n, d, d))])
         try:
-            release = mechanism.release(leaves)
+            release = mechanism.release(leaves, partition=batch_partition(batch))
         except BudgetExceeded:
             return None
         sd = math.sqrt(mechanism.variance_bound())
@@ -477,11 +456,11 @@ class ShufflePGDEstimator:
         iterations = pgd_iterations(n, self.epsilon, self.delta, d, max_iterations=self.max_iterations)
         round_delta = self.delta / (2.0 * iterations)
         round_epsilon = _round_epsilon(self.epsilon, self.delta, iterations, round_delta)
-        pgd = ShufflePGD(_PartitionedAccount(self.account, batch_partition(batch)), gradient, self.rng,
+        pgd = ShufflePGD(self.account, gradient, self.rng,
                          clip=float(family.reward_bound) + lam_n * self.radius, radius=self.radius)
         try:
             release = pgd.fit(X, y, iterations=iterations, round_epsilon=round_epsilon, round_delta=round_delta,
-                              delta=self.delta, theta0=self._last)
+                              delta=self.delta, theta0=self._last, partition=batch_partition(batch))
         except BudgetExceeded:
             return None
         self.releases[batch] = release
