@@ -23,12 +23,16 @@ import time
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from dpglm.envs import StochasticContextEnv
-from dpglm.policies import run_policy_record  # noqa: E402
-from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy  # noqa: E402
-from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels, paper_noise_bits  # noqa: E402
+from dpglm.policies import run_policy_record
+from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy
+from mechanisms.shuffle_accountant import (
+    calibrate_noise_bits,
+    default_levels,
+    paper_noise_bits,
+)
 
 FAMILY, D, K, S, DELTA = "probit", 5, 20, 3.0, 0.02
 

@@ -64,8 +64,9 @@ def test_schedule_caps_the_warmup():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [dict(horizon=0, warmup_scale=1.0), dict(horizon=10, warmup_scale=-1.0),
-               dict(horizon=10, warmup_scale=1.0, warmup_cap=0.5), dict(horizon=10, warmup_scale=1.0, n_batches=0)]
+    "kwargs", [{"horizon": 0, "warmup_scale": 1.0}, {"horizon": 10, "warmup_scale": -1.0},
+               {"horizon": 10, "warmup_scale": 1.0, "warmup_cap": 0.5},
+               {"horizon": 10, "warmup_scale": 1.0, "n_batches": 0}]
 )
 def test_schedule_rejects_bad_input(kwargs):
     horizon = kwargs.pop("horizon")
@@ -229,7 +230,7 @@ def test_refused_warmup_keeps_the_warmup_design(small_problem):
 
 
 def test_constructor_rejects_bad_input(small_problem):
-    env, params = small_problem
+    env, _ = small_problem
     with pytest.raises(ValueError, match="ledger"):
         ShuffleDPGLMBandit("logistic", 3, 100, 2.0, np.random.default_rng(0), estimator=ChargingMLE)
     with pytest.raises(TypeError, match="rng"):
