@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 SwitchRule = Literal["loewner", "determinant"]
+_NORM_SQ_BOUND = (1.0 + _NORM_TOLERANCE) ** 2  # the largest ‖x‖² Policy._check_arms accepts
 Centre = Literal["tau", "midpoint"]
 
 
@@ -461,6 +462,7 @@ class RarelySwitchingBandit(Policy):
         self._stacked_o = (np.empty((0, d)), np.empty(0))  # the lists above as arrays, kept
         self._stacked_h = (np.empty((0, d)), np.empty(0))  # up to the last refit (_extended)
         self._arm_map: np.ndarray | None = None
+        self._width_factors = np.array([params.beta, params.elimination_width])
         self._theta_choice = np.zeros(d)
         self._v_version = -1
         self._v_inv = np.eye(d) / params.lam
@@ -556,7 +558,7 @@ class RarelySwitchingBandit(Policy):
                 self._refit_tau()
         self._current_v_inv()
         forms = self._quadratic_forms(arms)
-        if not np.maximum.reduce(forms[:, 0]) <= (1.0 + _NORM_TOLERANCE) ** 2:  # ‖x‖ > 1 or NaN
+        if not np.maximum.reduce(forms[:, 0]) <= _NORM_SQ_BOUND:  # ‖x‖ > 1 or NaN
             self._check_arms(arms)  # the boundary check and its ValueError
         v_norm_sq = forms[:, 1]  # ‖x‖²_{V⁻¹} for every arm
         best = int(v_norm_sq.argmax())
@@ -564,12 +566,13 @@ class RarelySwitchingBandit(Policy):
             self.counts["criterion_I"] += 1
             self._pending = (_unit_ball(arms[best]), True)
             return best
-        norms = np.sqrt(np.maximum(forms[:, 2:], 0.0))  # ‖x‖_{H_τ⁻¹}, ‖x‖_{V_o⁻¹}
-        ucb = arms @ self._theta_choice + p.beta * norms[:, 0]
+        # β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm, shape (K, 2)
+        widths = np.sqrt(np.maximum(forms[:, 2:], 0.0)) * self._width_factors
+        ucb = arms @ self._theta_choice + widths[:, 0]
         if self.counts["refits_o"]:
             # Elimination (line 13) in the metric of θ̂_o's confidence set, V_o. With
             # θ̂_o = 0 (never refitted) it keeps every arm: UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o.
-            width = p.elimination_width * norms[:, 1]
+            width = widths[:, 1]
             centre_o = arms @ self.theta_o
             ucb[centre_o + width < np.maximum.reduce(centre_o - width)] = -np.inf
         index = int(ucb.argmax())  # line 14
