@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from audits import bounds
-from audits.engine import map_chunks
+from audits.engine import map_chunks, require_engine
 
 __all__ = ["Audit", "AuditResult", "Claim", "huge_budget_account", "CLOPPER_PEARSON", "GAUSSIAN_DP"]
 
@@ -187,13 +187,17 @@ class Audit(ABC):
     def sample(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
         """:meth:`scores` in chunks of at most ``chunk`` runs, as a ``(runs, len(statistics))`` array.
 
-        Each chunk gets its own generator spawned from ``rng``, so the chunks are
-        independent and :func:`audits.engine.map_chunks` may compute them anywhere
-        (``compute_engine``, ``n_jobs``) with the same numbers.
+        Several chunks each get their own generator spawned from ``rng``, so they
+        are independent and :func:`audits.engine.map_chunks` may compute them
+        anywhere (``compute_engine``, ``n_jobs``) with the same numbers. A single
+        chunk has no parallelism to gain: it is computed here, on ``rng`` itself.
         """
         if neighbour not in (0, 1):
             raise ValueError(f"neighbour must be 0 or 1, got {neighbour!r}")
         sizes = [min(self.chunk, runs - start) for start in range(0, runs, self.chunk)]
+        require_engine(self.compute_engine)
+        if len(sizes) == 1:
+            return self._chunk_scores(neighbour, (runs, rng))
         tasks = list(zip(sizes, rng.spawn(len(sizes))))
         parts = map_chunks(functools.partial(self._chunk_scores, neighbour), tasks, engine=self.compute_engine,
                            n_jobs=self.n_jobs)

@@ -29,6 +29,9 @@ def test_sample_is_its_chunks_on_spawned_generators_wherever_computed():
     np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
     audit.n_jobs = 2
     np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
+    # One chunk: computed in process on the caller's generator.
+    np.testing.assert_array_equal(audit.sample(0, 300, np.random.default_rng(6)),
+                                  audit.scores(0, 300, np.random.default_rng(6)).reshape(300, -1))
 
 
 @pytest.fixture
@@ -45,8 +48,9 @@ def test_missing_dask_names_the_extra(no_dask, tmp_path):
         map_chunks(operator.neg, [1, 2], engine="dask")
     audit = LaplaceAudit(1.0)
     audit.compute_engine = "dask"
-    with pytest.raises(ImportError, match=r"dask\[distributed\]"):
-        audit.sample(0, 100, np.random.default_rng(0))
+    for runs in (100, 100_001):  # one chunk or several
+        with pytest.raises(ImportError, match=r"dask\[distributed\]"):
+            audit.sample(0, runs, np.random.default_rng(0))
     # The command refuses before running anything.
     with pytest.raises(ImportError, match=r"dask\[distributed\]"):
         main(["audit", "laplace", "--engine", "dask", "--out", str(tmp_path)])
