@@ -5,7 +5,12 @@ Paper Appendix B, Figure 1: K = 20 arms uniform in the unit ball, θ* on a spher
 (b) probit, d = 5, S = 3, T = 5000: Private-GLM vs RS-GLinUCB, GLM-UCB, GLOC;
 Private-GLM at ε ∈ {2, 4, 8}. Curves are the mean cumulative regret over runs with a
 band of ± one standard error. Runs are sweep cells (``fig1_<panel>.csv``); the figure is
-``fig1.png`` and the final regrets ``fig1.json``.
+``fig1.png`` and the final regrets ``fig1.json``. ``--replot`` redraws both from the CSVs
+already in ``--out`` without running anything.
+
+Each algorithm keeps one colour and line style in both panels; Private-GLM's ε are
+shades of one colour (darker = larger ε) and every legend entry ends with the curve's
+final mean regret, so curves that overlap (ε = 4 and 8) stay tellable apart.
 """
 
 from __future__ import annotations
@@ -38,6 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/fig1", help="output directory (default results/fig1)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw fig1.png and fig1.json from the fig1_<panel>.csv files in --out (no runs)")
+
+
+BASELINE_STYLE = {  # one colour and dash per algorithm, the same in both panels
+    "RS-GLinUCB": ("black", "--"),
+    "GLOC": ("tab:orange", "-."),
+    "GLM-UCB": ("tab:green", ":"),
+    "ECOLog": ("tab:purple", ":"),
+}
 
 
 def build_sweep(panel: str, args: argparse.Namespace):
@@ -79,36 +94,73 @@ def curves(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+def curve_order(label: str) -> tuple[int, float, str]:
+    """Legend order: Private-GLM by increasing ε, then the baselines in :data:`BASELINE_STYLE` order."""
+    name, _, eps = label.partition(" ε=")
+    if eps:
+        return (0, float(eps), name)
+    order = list(BASELINE_STYLE)
+    return (1, float(order.index(name) if name in order else len(order)), name)
+
+
+def curve_style(label: str, epsilons: list[float]) -> dict[str, Any]:
+    """Colour and dash of one curve: Private-GLM in blues (darker = larger ε), baselines fixed."""
+    name, _, eps = label.partition(" ε=")
+    if eps:
+        import matplotlib
+
+        rank = sorted(epsilons).index(float(eps)) if float(eps) in epsilons else 0
+        shade = 0.45 + 0.5 * rank / max(1, len(epsilons) - 1)
+        return {"color": matplotlib.colormaps["Blues"](shade), "linestyle": "-"}
+    color, dash = BASELINE_STYLE.get(name, ("tab:gray", "-"))
+    return {"color": color, "linestyle": dash}
+
+
 def run(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpglm.experiments.sweep import run_sweep
+    from dpglm.experiments.sweep import read_results, run_sweep
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, len(args.panels), figsize=(6 * len(args.panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(args.panels), figsize=(6.5 * len(args.panels), 4.8), squeeze=False)
     summary = {}
-    for ax, panel in zip(axes[0], args.panels):
-        sweep = build_sweep(panel, args)
-        rows = run_sweep(sweep, out / f"fig1_{panel}.csv", n_jobs=args.n_jobs, progress=not args.no_progress)
+    for letter, ax, panel in zip("abcd", axes[0], args.panels):
+        csv_path = out / f"fig1_{panel}.csv"
+        if args.replot:
+            if not csv_path.exists():
+                raise ValueError(f"--replot needs {csv_path}; run without --replot first")
+            rows = read_results(csv_path)
+        else:
+            rows = run_sweep(build_sweep(panel, args), csv_path, n_jobs=args.n_jobs,
+                             progress=not args.no_progress)
         panel_curves = curves(rows)
-        spec, horizon = PANELS[panel], sweep.instances[0].horizon
+        spec = PANELS[panel]
+        horizon = int(max(float(r["t"]) for r in rows))
+        runs = len({r["seed"] for r in rows})
+        epsilons = sorted({float(r["epsilon"]) for r in rows if math.isfinite(float(r["epsilon"]))})
         summary[panel] = {label: {"final": c["mean"][-1], "se": c["se"][-1]} for label, c in panel_curves.items()}
-        print(f"Figure 1 ({panel}, d={spec['d']}, S={spec['S']}, K=20, T={horizon}, {sweep.seeds} run(s)):")
-        for label, c in sorted(panel_curves.items()):
-            ax.plot(c["t"], c["mean"], label=label)
+        print(f"Figure 1 ({panel}, d={spec['d']}, S={spec['S']}, K=20, T={horizon}, {runs} run(s)):")
+        for label in sorted(panel_curves, key=curve_order):
+            c = panel_curves[label]
+            style = curve_style(label, epsilons)
+            ax.plot(c["t"], c["mean"], linewidth=1.8, label=f"{label}  ({c['mean'][-1]:.0f})", **style)
             ax.fill_between(c["t"], [m - s for m, s in zip(c["mean"], c["se"])],
-                            [m + s for m, s in zip(c["mean"], c["se"])], alpha=0.2)
+                            [m + s for m, s in zip(c["mean"], c["se"])], color=style["color"],
+                            alpha=0.2, linewidth=0)
             print(f"  {label:<22} regret at T: {c['mean'][-1]:8.1f} ± {c['se'][-1]:.1f}")
-        ax.set_title(f"{panel}: d={spec['d']}, S={spec['S']}, K=20")
+        ax.set_title(f"({letter}) {panel}, d={spec['d']}, S={spec['S']}, K=20, T={horizon}")
         ax.set_xlabel("round t")
-        ax.set_ylabel("cumulative regret")
-        ax.legend(fontsize=8)
+        ax.set_ylabel(f"cumulative regret (mean ± s.e., {runs} run{'s' if runs != 1 else ''})")
+        ax.set_xlim(0, horizon)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8.5, title="curve (regret at T)", title_fontsize=8.5, loc="upper left")
     fig.tight_layout()
-    fig.savefig(out / "fig1.png", dpi=120)
+    fig.savefig(out / "fig1.png", dpi=150)
     plt.close(fig)
     (out / "fig1.json").write_text(json.dumps(summary, indent=2))
     print(f"saved {out / 'fig1.png'}, {out / 'fig1.json'} and the per-panel CSVs in {out}")
