@@ -68,8 +68,8 @@ __all__ = [
 ]
 
 SwitchRule = Literal["loewner", "determinant"]
-_NORM_SQ_BOUND = (1.0 + _NORM_TOLERANCE) ** 2  # the largest ‖x‖² Policy._check_arms accepts
 Centre = Literal["tau", "midpoint"]
+_NORM_SQ_BOUND = (1.0 + _NORM_TOLERANCE) ** 2  # the largest ‖x‖² Policy._check_arms accepts
 
 
 def kappa_bound(family: GLMFamily | str, S: float) -> float:
@@ -516,9 +516,9 @@ class RarelySwitchingBandit(Policy):
         maxima). Each block of the product equals ``arms @ M`` bit for bit, so the forms
         are those of ``(arms @ M * arms).sum(axis=1)``.
         """
+        v_inv = self._current_v_inv()  # drops the cached map if V changed
         if self._arm_map is None:
-            self._arm_map = np.concatenate(
-                [np.eye(self.d), self._current_v_inv(), self._h_tau_inv, self._v_o_inv], axis=1)
+            self._arm_map = np.concatenate([np.eye(self.d), v_inv, self._h_tau_inv, self._v_o_inv], axis=1)
         k, d = arms.shape
         return np.add.reduce(arms.dot(self._arm_map).reshape(k, 4, d) * arms[:, None, :], axis=2)
 
@@ -557,7 +557,6 @@ class RarelySwitchingBandit(Policy):
                 self.counts["criterion_II"] += 1
                 self._set_tau(h_t)
                 self._refit_tau()
-        self._current_v_inv()
         forms = self._quadratic_forms(arms)
         norm_sq = forms[:, 0]
         if not norm_sq[norm_sq.argmax()] <= _NORM_SQ_BOUND:  # ‖x‖ > 1 or NaN (argmax finds NaN)
