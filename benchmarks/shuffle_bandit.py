@@ -1,6 +1,6 @@
 """Shuffle-DP batched bandit (paper Alg. 1): seconds per T = 20000 run, and calibrated vs paper noise.
 
-Plain ``python benchmarks/shuffle_bandit.py``. Prints two small tables:
+Run ``python -m benchmarks.shuffle_bandit``. Prints two small tables:
 
 1. Seconds (wall and CPU) of one run, probit, d = 5, K = 20, S = 3, T = 20000: B-GLinCB and
    ShuffleDP-GLM at ε = 4 (cold: first run in the process, with the accountant's
@@ -15,13 +15,7 @@ Plain ``python benchmarks/shuffle_bandit.py``. Prints two small tables:
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
-
-# Run as a script, this folder is sys.path[0] and benchmarks/mechanisms.py would shadow the package.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
 import numpy as np
 
