@@ -1,6 +1,7 @@
 """`dpglm audit`: prints, saves JSON + PNG + summary, exit status reflects expected verdicts."""
 
 import json
+import math
 
 import pytest
 
@@ -30,3 +31,16 @@ def test_planted_bug_found_is_success(tmp_path):
 def test_unknown_audit_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown audit"):
         main(["audit", "nonsense", "--out", str(tmp_path)])
+
+
+def test_bandit_first_switch_audit_runs_from_the_command_line(tmp_path):
+    runs = 16
+    status = main(["audit", "bandit-switch-exact-gram", "--runs", str(runs), "--engine", "local", "--jobs", "1",
+                   "--out", str(tmp_path)])
+    assert status == 0
+    record = json.loads((tmp_path / "bandit-switch-exact-gram-eps1.json").read_text())
+    assert record["verdict"] == "violated" and record["runs"] == runs and record["holdout_runs"] == 10
+    # Perfect separation: each rate's Clopper–Pearson upper bound at α/2 = 0.025 is 1 − 0.025^{1/n}.
+    p = 1 - 0.025 ** (1 / runs)
+    assert record["epsilon_lower_bound"] == pytest.approx(math.log((1 - 0.01 - p) / p), rel=1e-9)
+    assert (tmp_path / "bandit-switch-exact-gram-eps1.png").stat().st_size > 1000
