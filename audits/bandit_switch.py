@@ -78,7 +78,7 @@ class BanditSwitchAudit(Audit):
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, horizon: int | None = None, eta: float = 0.01,
                  policy_class: type | None = None, name: str = "bandit") -> None:
-        from dpglm.policies.joint_dp import JointDPGLMBandit  # noqa: PLC0415
+        from dpglm.policies.joint_dp import JointDPGLMBandit
 
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
             raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")

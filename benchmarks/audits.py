@@ -3,7 +3,9 @@
 Run: ``python -m benchmarks.audits [--runs N]``. For each audit it times
 ``Audit.sample`` on both neighbours (N runs each, after one warm-up call that
 pays for imports and calibration), and the certification of one result
-(Clopper–Pearson and Gaussian-DP bounds, threshold search over 400 candidates).
+(Clopper–Pearson and Gaussian-DP bounds, threshold search over 400 candidates),
+and the policy runs per second of the bandit first-switch game (in process and
+over two joblib workers, whose start-up is timed separately).
 CPU time is reported beside wall time: the machine is shared.
 """
 
@@ -12,10 +14,14 @@ from __future__ import annotations
 import argparse
 import time
 
-
 import numpy as np
 
-from audits.bounds import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, one_run_epsilon_lower_bound
+from audits.bounds import (
+    epsilon_lower_bound,
+    gdp_epsilon,
+    gdp_mu_lower_bound,
+    one_run_epsilon_lower_bound,
+)
 
 
 def _builders(runs: int) -> list[tuple[str, object, int]]:
@@ -37,6 +43,32 @@ def _builders(runs: int) -> list[tuple[str, object, int]]:
     ]
 
 
+def _bandit_table(runs: int) -> None:
+    """Policy runs per second of the bandit first-switch game: in process, then 2 joblib workers.
+
+    The first parallel call pays for starting the workers (each imports dpglm, torch and
+    opacus); it is timed on its own, the steady state on a second call.
+    """
+    from audits.bandit_switch import BanditSwitchAudit
+
+    print()
+    print(f"{'bandit first-switch game (policy runs)':<42} {'runs/side':>10} {'wall s':>8} {'runs/s (wall)':>14}")
+    for epsilon in (1.0, 4.0):
+        audit = BanditSwitchAudit(epsilon)
+        setups = [("in process", 1), ("2 workers", 2)]
+        if epsilon == 1.0:  # the worker pool is started once, then reused
+            setups.insert(1, ("2 workers, first call", 2))
+        for label, jobs in setups:
+            audit.n_jobs = jobs
+            rng = np.random.default_rng(3)
+            wall = time.perf_counter()
+            audit.sample(0, runs, rng)
+            audit.sample(1, runs, rng)
+            wall = time.perf_counter() - wall
+            name = f"eps={epsilon:g} T={audit.horizon}, {label}"
+            print(f"{name:<42} {runs:>10} {wall:>8.2f} {2 * runs / wall:>14,.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000, help="runs per neighbour for the fast audits")
@@ -50,6 +82,8 @@ def main() -> None:
         audit.sample(1, runs, rng)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"{name:<36} {runs:>10} {wall:>8.2f} {cpu:>8.2f} {2 * runs / wall:>14,.0f}")
+
+    _bandit_table(max(20, args.runs // 2500))
 
     from audits.noise import GaussianAudit
 
