@@ -28,7 +28,12 @@ on rewards ½ keeps θ̂_τ small). The observable is R, the first round at whic
   and ``n`` runs per side certify ``ln((1 − δ − p)/p)``, ``p = 1 − (α/2)^{1/n}``
   (≈ ln(n/3.7)).
 * The real policy's released H carries tree noise far larger than one leaf ``w``; R
-  barely depends on user 1 and the certified bound is small, as it must be.
+  barely depends on user 1 and the certified bound is small, as it must be. A ceiling:
+  user 1's leaf sits in L tree nodes of noise σ, so every H release together is μ-GDP
+  with ``μ = Δ_H√L/σ`` (``h_tree_mu`` in the result's parameters: ≈ 0.16 at ε = 1,
+  T = 400 and ≈ 0.50 at ε = 4, T = 200), and even the best test on all of them has
+  TPR − FPR = 2Φ(μ/2) − 1 ≈ 0.06 / 0.20; one switch decision reads a single release.
+  A few hundred runs per side certify ε > 0 only past an advantage of ≈ 0.1.
 
 Scores (higher = evidence for ``D1``), a likelihood-ratio-style pair whose choice and
 threshold the held-out runs make (:class:`audits.base.Audit`): ``−R`` (earlier switch),
@@ -96,6 +101,8 @@ class BanditSwitchAudit(Audit):
                 horizon += 100
         self.horizon = horizon
         self.lam_h, self.switch_factor, self.leaf_weight, self.exact_switch_round = self._constants(horizon)
+        tree = self._policy(np.random.default_rng(0)).design_h.tree
+        self.h_tree_mu = float(tree.sensitivity * math.sqrt(tree.depth) / tree.sigma)
 
     def _policy(self, rng: np.random.Generator, horizon: int | None = None) -> object:
         return self.policy_class("logistic", _D, self.horizon if horizon is None else horizon, _S, self.epsilon,
@@ -137,7 +144,8 @@ class BanditSwitchAudit(Audit):
     def parameters(self) -> dict:
         return {"horizon": self.horizon, "d": _D, "arms": 2, "eta": self.eta, "lam_h": self.lam_h,
                 "switch_factor": self.switch_factor, "leaf_weight": self.leaf_weight,
-                "exact_switch_round_D1": self.exact_switch_round, "policy_class": self.policy_class.__name__}
+                "exact_switch_round_D1": self.exact_switch_round, "h_tree_mu": self.h_tree_mu,
+                "policy_class": self.policy_class.__name__}
 
     def run(self, runs: int = 300, seed: int = 0, *, holdout_runs: int | None = None,
             confidence: float = 0.95) -> AuditResult:

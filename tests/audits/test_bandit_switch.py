@@ -62,6 +62,10 @@ def test_real_policy_is_consistent_and_its_switch_is_noisy():
     # The released H is noisy: the first wide-arm round varies from run to run on both sides.
     rounds = -audit.sample(1, 10, np.random.default_rng(4))[:, 0]
     assert np.unique(rounds).size > 3 and np.all((rounds >= 2) & (rounds <= audit.horizon + 1))
+    # The recorded ceiling μ = Δ√L/σ of all H releases is the H-tree's charge read as GDP: √(2ρ).
+    tree = JointDPGLMBandit("logistic", 2, audit.horizon, 1.0, EPSILON, DELTA, np.random.default_rng(0),
+                            preset="calibrated").design_h.tree
+    assert result.parameters["h_tree_mu"] == pytest.approx(math.sqrt(2 * float(tree.cost.rho)), rel=1e-6)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
