@@ -31,8 +31,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["BanditCouplingAudit", "CouplingReport", "CouplingResult", "NoiseCoupling", "coupled_actions",
-           "couple_policy"]
+__all__ = [
+    "BanditCouplingAudit",
+    "CouplingReport",
+    "CouplingResult",
+    "NoiseCoupling",
+    "couple_policy",
+    "coupled_actions",
+]
 
 
 class NoiseCoupling:
@@ -204,7 +210,7 @@ class BanditCouplingAudit:
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, horizon: int = 300,
                  policy_class: type | None = None, preset: str = "calibrated", name: str = "bandit-coupling") -> None:
-        from dpglm.policies.joint_dp import JointDPGLMBandit  # noqa: PLC0415
+        from dpglm.policies.joint_dp import JointDPGLMBandit
 
         if not (isinstance(epsilon, (int, float)) and epsilon > 0):
             raise ValueError(f"epsilon must be > 0, got {epsilon!r}")

@@ -36,7 +36,7 @@ import numpy as np
 from audits import bounds
 from audits.engine import map_chunks, require_engine
 
-__all__ = ["Audit", "AuditResult", "Claim", "huge_budget_account", "CLOPPER_PEARSON", "GAUSSIAN_DP"]
+__all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "huge_budget_account"]
 
 CLOPPER_PEARSON = "clopper-pearson"
 GAUSSIAN_DP = "gaussian-dp"
@@ -134,7 +134,7 @@ def huge_budget_account(currency: str):
     charged to a throw-away ledger of ρ = 10¹² (or ε = 10¹²), so the mechanism
     code path — charge first, then sample — is the one exercised.
     """
-    from accounting import ApproxDP, Ledger, PureDP, ZCDP  # noqa: PLC0415 (keeps import light)
+    from accounting import ZCDP, ApproxDP, Ledger, PureDP
 
     budgets = {"zcdp": ZCDP(10**12), "pure": PureDP(10**12), "approx": ApproxDP(10**12, 0.5)}
     if currency not in budgets:

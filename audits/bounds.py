@@ -34,15 +34,15 @@ from scipy import optimize, special, stats
 
 __all__ = [
     "clopper_pearson_upper",
-    "epsilon_lower_bound",
     "epsilon_from_rates",
-    "gdp_mu_lower_bound",
-    "gdp_mu_from_rates",
+    "epsilon_lower_bound",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu_for_epsilon",
-    "one_run_p_value",
+    "gdp_mu_from_rates",
+    "gdp_mu_lower_bound",
     "one_run_epsilon_lower_bound",
+    "one_run_p_value",
 ]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from audits.base import Audit
 
-__all__ = ["AuditSpec", "CATALOGUE", "EPSILONS", "get_spec"]
+__all__ = ["CATALOGUE", "EPSILONS", "AuditSpec", "get_spec"]
 
 #: The ε grid of the audit table (issue 7).
 EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
@@ -56,7 +56,7 @@ class AuditSpec:
 
 def _gaussian(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.noise import GaussianAudit  # noqa: PLC0415
+        from audits.noise import GaussianAudit
 
         return GaussianAudit(epsilon, DELTA, mechanism_class=mechanism_class, name=name)
     return build
@@ -64,7 +64,7 @@ def _gaussian(mechanism_class: type | None, name: str) -> Callable[[float, bool]
 
 def _laplace(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.noise import LaplaceAudit  # noqa: PLC0415
+        from audits.noise import LaplaceAudit
 
         return LaplaceAudit(epsilon, mechanism_class=mechanism_class, name=name)
     return build
@@ -72,7 +72,7 @@ def _laplace(mechanism_class: type | None, name: str) -> Callable[[float, bool],
 
 def _tree(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.tree import TreeAudit  # noqa: PLC0415
+        from audits.tree import TreeAudit
 
         return TreeAudit(epsilon, DELTA, horizon=32 if quick else 128, mechanism_class=mechanism_class,
                          name=name)
@@ -81,7 +81,7 @@ def _tree(mechanism_class: type | None, name: str) -> Callable[[float, bool], Au
 
 def _geometric(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.geometric import GeometricBatchAudit  # noqa: PLC0415
+        from audits.geometric import GeometricBatchAudit
 
         return GeometricBatchAudit(epsilon, samples=8 if quick else 16, mechanism_class=mechanism_class,
                                    name=name)
@@ -90,18 +90,18 @@ def _geometric(mechanism_class: type | None, name: str) -> Callable[[float, bool
 
 def _shuffle(planted: bool, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.shuffle import ShuffleBitSumAudit  # noqa: PLC0415
+        from audits.shuffle import ShuffleBitSumAudit
 
         shuffler = None
         if planted:
-            from audits.planted import identity_shuffler as shuffler  # noqa: PLC0415
+            from audits.planted import identity_shuffler as shuffler
         return ShuffleBitSumAudit(epsilon, DELTA, n_users=200 if quick else 1000, shuffler=shuffler, name=name)
     return build
 
 
 def _dpsgd(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.dpsgd import DPSGDAudit  # noqa: PLC0415
+        from audits.dpsgd import DPSGDAudit
 
         return DPSGDAudit(epsilon, DELTA, steps=5 if quick else 10, mechanism_class=mechanism_class, name=name)
     return build
@@ -109,7 +109,7 @@ def _dpsgd(mechanism_class: type | None, name: str) -> Callable[[float, bool], A
 
 def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], object]:
     def build(epsilon: float, quick: bool) -> object:
-        from audits.bandit import BanditCouplingAudit  # noqa: PLC0415
+        from audits.bandit import BanditCouplingAudit
 
         policy_class = None if policy_attribute is None else _planted(policy_attribute)
         return BanditCouplingAudit(epsilon, horizon=300, policy_class=policy_class, name=name)
@@ -118,7 +118,7 @@ def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], 
 
 def _bandit_switch(policy_attribute: str | None, name: str) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.bandit_switch import BanditSwitchAudit  # noqa: PLC0415
+        from audits.bandit_switch import BanditSwitchAudit
 
         policy_class = None if policy_attribute is None else _planted(policy_attribute)
         return BanditSwitchAudit(epsilon, policy_class=policy_class, name=name)
@@ -127,7 +127,7 @@ def _bandit_switch(policy_attribute: str | None, name: str) -> Callable[[float, 
 
 def _one_run(mechanism_class: str | None, name: str) -> Callable[[float, bool], object]:
     def build(epsilon: float, quick: bool) -> object:
-        from audits.one_run import OneRunGaussianAudit  # noqa: PLC0415
+        from audits.one_run import OneRunGaussianAudit
 
         planted = None if mechanism_class is None else _planted(mechanism_class)
         return OneRunGaussianAudit(epsilon, DELTA, canaries=100_000 if quick else 1_000_000,
@@ -136,7 +136,7 @@ def _one_run(mechanism_class: str | None, name: str) -> Callable[[float, bool], 
 
 
 def _planted(attribute: str) -> type:
-    import audits.planted  # noqa: PLC0415
+    import audits.planted
 
     return getattr(audits.planted, attribute)
 

@@ -49,11 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _plot(result, path: str) -> None:
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    import numpy as np  # noqa: PLC0415
+    import matplotlib.pyplot as plt
+    import numpy as np
 
     null, alternative = result.scores_null, result.scores_alternative
     pooled = np.concatenate([null, alternative])
@@ -75,7 +75,7 @@ def _plot(result, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm  # noqa: PLC0415
+    from tqdm import tqdm
 
     names = sorted(CATALOGUE, key=lambda n: (CATALOGUE[n].expected, n)) if args.name == "all" else [args.name]
     specs = [get_spec(name) for name in names]

@@ -66,8 +66,8 @@ class DPSGDAudit(Audit):
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, steps: int = 10, rows: int = 8,
                  engine: str = "opacus", mechanism_class: type | None = None, name: str = "dpsgd") -> None:
-        from accounting import ZCDP  # noqa: PLC0415
-        from mechanisms.optim.dpsgd import DPSGD  # noqa: PLC0415
+        from accounting import ZCDP
+        from mechanisms.optim.dpsgd import DPSGD
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)
@@ -92,7 +92,7 @@ class DPSGDAudit(Audit):
 
     def _fit(self, optimiser: object, canary_label: float, width: int, cost: object) -> object:
         """One fit on the canary data set with ``width`` coordinates; the ``Release`` of θ_T."""
-        from mechanisms.optim import BallProjection  # noqa: PLC0415
+        from mechanisms.optim import BallProjection
 
         X = np.zeros((self.rows, width))
         X[0] = 1.0

@@ -53,7 +53,7 @@ class GeometricBatchAudit(Audit):
 
     def __init__(self, epsilon: float, *, samples: int = 16, eta: float = 1.0,
                  mechanism_class: type | None = None, name: str = "geometric") -> None:
-        from mechanisms.geometric import GeometricBatchMean, refresh_points  # noqa: PLC0415
+        from mechanisms.geometric import GeometricBatchMean, refresh_points
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.eta = _check_positive("eta", eta)

@@ -49,7 +49,7 @@ def gaussian_claim(receipt: object, delta: float) -> Claim:
     ledger's own (ε, δ) for the charge (Canonne–Kamath–Steinke) is recorded
     beside it.
     """
-    from accounting import convert  # noqa: PLC0415
+    from accounting import convert
 
     rho = float(receipt.cost.rho)
     mu = math.sqrt(2.0 * rho)
@@ -85,8 +85,8 @@ class GaussianAudit(Audit):
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, sensitivity: float = 1.0,
                  mechanism_class: type | None = None, name: str = "gaussian") -> None:
-        from accounting import ZCDP  # noqa: PLC0415
-        from mechanisms.noise import GaussianMechanism  # noqa: PLC0415
+        from accounting import ZCDP
+        from mechanisms.noise import GaussianMechanism
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)
@@ -134,8 +134,8 @@ class LaplaceAudit(Audit):
 
     def __init__(self, epsilon: float, *, sensitivity: float = 1.0, mechanism_class: type | None = None,
                  name: str = "laplace") -> None:
-        from accounting import PureDP  # noqa: PLC0415
-        from mechanisms.noise import LaplaceMechanism  # noqa: PLC0415
+        from accounting import PureDP
+        from mechanisms.noise import LaplaceMechanism
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.sensitivity = _check_positive("sensitivity", sensitivity)

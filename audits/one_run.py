@@ -84,7 +84,7 @@ class OneRunGaussianAudit:
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, canaries: int = 1_000_000,
                  mechanism_class: type | None = None, name: str = "gaussian-one-run") -> None:
-        from mechanisms.noise import GaussianMechanism  # noqa: PLC0415
+        from mechanisms.noise import GaussianMechanism
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)
@@ -107,7 +107,7 @@ class OneRunGaussianAudit:
             for _ in range(60):
                 c += (tail(c) - k / self.canaries) / (0.5 * (stats.norm.pdf(c - mu) + stats.norm.pdf(c)))
             precision = 0.5 * stats.norm.sf(c - mu) / tail(c)
-            expected = int(round(2 * k * precision))
+            expected = round(2 * k * precision)
             bound = one_run_epsilon_lower_bound(self.canaries, int(2 * k), expected, delta=self.delta)
             if bound > best:
                 best, best_k = bound, int(k)
@@ -115,7 +115,7 @@ class OneRunGaussianAudit:
 
     def run(self, runs: int = 1, seed: int = 0) -> OneRunReport:
         """One release of the canary vector; ``runs`` must be 1 (kept for the command's interface)."""
-        from accounting import ZCDP  # noqa: PLC0415
+        from accounting import ZCDP
 
         if runs != 1:
             raise ValueError(f"a one-run audit uses exactly one run, got runs={runs!r}")

@@ -20,14 +20,14 @@ from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
 from mechanisms.tree import BinaryTreeMechanism
 
 __all__ = [
+    "AddRemoveNoiseDPSGD",
     "DepthUnscaledTree",
+    "ExactGramBandit",
+    "ExactGramDesign",
     "HalvedSensitivityGaussian",
     "HalvedSensitivityLaplace",
-    "AddRemoveNoiseDPSGD",
     "ReusedSampleGeometricMean",
     "identity_shuffler",
-    "ExactGramDesign",
-    "ExactGramBandit",
 ]
 
 

@@ -54,7 +54,7 @@ class ShuffleBitSumAudit(Audit):
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 1000,
                  shuffler: Callable[[np.ndarray, np.random.Generator], np.ndarray] | None = None,
                  name: str = "shuffle") -> None:
-        from mechanisms.shuffle import ShuffleBitSum, bitsum_randomize, shuffle_messages  # noqa: PLC0415
+        from mechanisms.shuffle import ShuffleBitSum, bitsum_randomize, shuffle_messages
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)

@@ -53,8 +53,8 @@ class TreeAudit(Audit):
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, horizon: int = 128, sensitivity: float = 1.0,
                  mechanism_class: type | None = None, name: str = "tree") -> None:
-        from accounting import ZCDP  # noqa: PLC0415
-        from mechanisms.tree import BinaryTreeMechanism  # noqa: PLC0415
+        from accounting import ZCDP
+        from mechanisms.tree import BinaryTreeMechanism
 
         self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)

@@ -6,7 +6,10 @@ from scipy import stats
 
 from audits.planted import identity_shuffler
 from audits.shuffle import ShuffleBitSumAudit
-from mechanisms.shuffle_accountant import bitsum_delta_for_configuration, bitsum_local_epsilon
+from mechanisms.shuffle_accountant import (
+    bitsum_delta_for_configuration,
+    bitsum_local_epsilon,
+)
 
 
 @pytest.fixture(scope="module")
