@@ -87,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
     if args.jobs < 1:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
-    require_engine(args.engine)
+    try:
+        require_engine(args.engine)
+    except ImportError as error:  # an optional engine that is not installed: say what to install
+        print(f"dpglm audit: {error}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     tasks = [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)]
     rows, failures, start = [], 0, time.perf_counter()
