@@ -22,7 +22,7 @@ import time
 
 from audits.base import Audit
 from audits.catalogue import CATALOGUE, get_spec
-from audits.engine import DASK_INSTALL, ENGINES, require_engine
+from audits.engine import DASK_INSTALL, ENGINES, engine_session, require_engine
 
 SUMMARY_FIELDS = ("audit", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
                   "ratio", "method", "statistic", "runs", "holdout_runs", "seed", "seconds")
@@ -75,8 +75,6 @@ def _plot(result, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     names = sorted(CATALOGUE, key=lambda n: (CATALOGUE[n].expected, n)) if args.name == "all" else [args.name]
     specs = [get_spec(name) for name in names]
     if args.runs is not None and args.runs < 10:
@@ -94,6 +92,23 @@ def run(args: argparse.Namespace) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     tasks = [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)]
+    with engine_session(args.engine, args.jobs):
+        rows, failures, elapsed = _run_tasks(tasks, args)
+    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as handle:
+        json.dump({"rows": rows, "seconds": elapsed, "quick": args.quick}, handle, indent=2)
+    with open(os.path.join(args.out, "summary.csv"), "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{len(rows)} audits in {elapsed:.1f} s; {len(rows) - failures} as expected, {failures} not; "
+          f"results in {args.out}")
+    return 1 if failures else 0
+
+
+def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, float]:
+    """Run every (spec, ε) task, save its JSON (and plot), print its line; rows, failures, seconds."""
+    from tqdm import tqdm
+
     rows, failures, start = [], 0, time.perf_counter()
     for spec, eps in tqdm(tasks, desc="audits", unit="audit", file=sys.stderr):
         audit = spec.build(eps, args.quick)
@@ -112,13 +127,4 @@ def run(args: argparse.Namespace) -> int:
         row["expected"] = spec.expected
         rows.append(row)
         tqdm.write(result.summary() + ("" if ok else f"   <-- expected {spec.expected}"), file=sys.stdout)
-    elapsed = time.perf_counter() - start
-    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump({"rows": rows, "seconds": elapsed, "quick": args.quick}, handle, indent=2)
-    with open(os.path.join(args.out, "summary.csv"), "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"{len(rows)} audits in {elapsed:.1f} s; {len(rows) - failures} as expected, {failures} not; "
-          f"results in {args.out}")
-    return 1 if failures else 0
+    return rows, failures, time.perf_counter() - start

@@ -12,18 +12,20 @@ engine:
     whose runs are Python loops over rounds).
 ``"dask"``
     ``dask.distributed``: the client already connected in this process
-    (``dask.distributed.get_client``), else a local cluster of ``n_jobs``
-    single-threaded workers for the duration of the call. dask is not a
-    dependency of dpglm; without it the call fails naming the package to install.
+    (``dask.distributed.get_client``; :func:`engine_session` opens one for a
+    whole command), else a local cluster of ``n_jobs`` single-threaded workers
+    for the duration of the call. dask is not a dependency of dpglm; without it
+    the call fails naming the package to install.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-__all__ = ["DASK_INSTALL", "ENGINES", "map_chunks", "require_engine"]
+__all__ = ["DASK_INSTALL", "ENGINES", "engine_session", "map_chunks", "require_engine"]
 
 #: Execution engines known to :func:`map_chunks`.
 ENGINES: tuple[str, ...] = ("local", "dask")
@@ -44,6 +46,29 @@ def require_engine(engine: str) -> None:
         except ImportError as error:
             raise ImportError(f"engine 'dask' needs dask.distributed, which is not installed: "
                               f"{DASK_INSTALL} (or use --engine local)") from error
+
+
+@contextlib.contextmanager
+def engine_session(engine: str, n_jobs: int = 1) -> Iterator[None]:
+    """Keep one engine up across many :func:`map_chunks` calls (a whole ``dpglm audit`` command).
+
+    ``"local"`` needs nothing (joblib reuses its worker pool by itself). ``"dask"``
+    without a connected client starts one local cluster of ``n_jobs`` workers for
+    the session, instead of one per call.
+    """
+    require_engine(engine)
+    if engine == "local":
+        yield
+        return
+    from dask.distributed import Client, get_client
+
+    try:
+        get_client()
+    except ValueError:
+        with Client(n_workers=n_jobs, threads_per_worker=1):
+            yield
+        return
+    yield
 
 
 def map_chunks(function: Callable[[Chunk], Result], chunks: Sequence[Chunk], *, engine: str = "local",

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from audits.engine import map_chunks, require_engine
+from audits.engine import engine_session, map_chunks, require_engine
 from audits.noise import LaplaceAudit
 from dpglm.cli import main
 
@@ -51,10 +51,17 @@ def test_missing_dask_names_the_extra(no_dask, tmp_path, capsys):
     for runs in (100, 100_001):  # one chunk or several
         with pytest.raises(ImportError, match=r"dask\[distributed\]"):
             audit.sample(0, runs, np.random.default_rng(0))
+    with pytest.raises(ImportError, match=r"dask\[distributed\]"), engine_session("dask", 2):
+        pass
     # The command refuses before running anything, with the message and exit status 2.
     assert main(["audit", "laplace", "--engine", "dask", "--out", str(tmp_path)]) == 2
     assert 'pip install "dask[distributed]"' in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_local_session_leaves_the_mapping_unchanged():
+    with engine_session("local", 2):
+        assert map_chunks(operator.neg, [4, 5]) == [-4, -5]
 
 
 def test_bad_engine_arguments():
