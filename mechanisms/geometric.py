@@ -22,10 +22,13 @@ ledger's parallel composition reproduces this argument: the whole run costs ε.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import ROUND_CEILING, Decimal, localcontext
+from fractions import Fraction
 
 import numpy as np
 
 from accounting import Account, PureDP
+from mechanisms.noise import laplace_scale_for
 from mechanisms.release import Release, check_generator, check_positive
 
 __all__ = ["GeometricBatchMean", "refresh_points"]
@@ -36,13 +39,26 @@ _MAX_COUNT = 2**53  # counts beyond this lose integer precision in float sums
 def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
     """The distinct batch boundaries ⌈(1+η)^k⌉ ≤ ``limit``, k = 0, 1, … (paper §4; BAI.md).
 
-    The first point is 1: every arm's first reward is released on its own.
+    The first point is 1: every arm's first reward is released on its own. η is
+    read as the decimal it prints as (the ledger's convention) and the powers are
+    computed in 60-digit decimal arithmetic, so the ceilings are exact where a
+    float power is not (with η = 1, exp(k·log 2) overshoots 2^25 and its ceiling
+    is 2^25 + 1).
     """
     eta = check_positive("eta", eta)
-    k_max = int(np.ceil(np.log(float(limit)) / np.log1p(eta))) + 1
-    pts = np.ceil(np.exp(np.arange(k_max + 1) * np.log1p(eta)) - 1e-9)
-    pts = np.unique(pts[pts <= limit]).astype(np.int64)
-    return pts
+    base = Decimal(repr(eta)) + 1
+    points: list[int] = []
+    with localcontext() as context:
+        context.prec = 60
+        power = Decimal(1)
+        while True:
+            point = int(power.to_integral_value(rounding=ROUND_CEILING))
+            if point > limit:
+                break
+            if not points or point != points[-1]:
+                points.append(point)
+            power *= base
+    return np.array(points, dtype=np.int64)
 
 
 class GeometricBatchMean:
@@ -94,6 +110,9 @@ class GeometricBatchMean:
         if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 1:
             raise ValueError(f"n_arms must be an integer >= 1, got {n_arms!r}")
         self.epsilon = check_positive("epsilon", epsilon)
+        # The charge PureDP(ε) reads ε as the decimal it prints as; the noise scale is
+        # the smallest float b with 1/b ≤ that ε exactly, so the real loss never exceeds it.
+        self.scale = laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
         self.eta = check_positive("eta", eta)
         self.rng = check_generator(rng)
         self.forget = bool(forget)
@@ -159,7 +178,7 @@ class GeometricBatchMean:
         out: list[tuple[int, int, Release]] = []
         if len(done):
             r, a = done[:, 0], done[:, 1]
-            noise = self.rng.laplace(0.0, 1.0 / self.epsilon, size=len(done))
+            noise = self.rng.laplace(0.0, self.scale, size=len(done))
             batch = self._pending[r, a] + noise
             self._noisy[r, a] = batch if self.forget else self._noisy[r, a] + batch
             self.phase_counts[r, a] = new[r, a] - (self._batch_start(r, a) if self.forget else 0)

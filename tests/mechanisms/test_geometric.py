@@ -16,6 +16,24 @@ def test_refresh_points_closed_form():
         refresh_points(0.0)
 
 
+def test_refresh_points_are_exact_over_the_whole_range():
+    # η = 1: exactly the powers of two up to 2^53 (a float exp(k·log 2) gave 2^25 + 1).
+    assert refresh_points(1.0).tolist() == [2**k for k in range(54)]
+    # η = 0.5: ⌈3^k / 2^k⌉ in exact integer arithmetic, deduplicated.
+    expected = sorted({-(-(3**k) // 2**k) for k in range(200) if -(-(3**k) // 2**k) <= 2**53})
+    assert refresh_points(0.5).tolist() == expected
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.03, 0.07, 0.1, 0.3, 0.7, 1.1, 3.3, 9.99])
+def test_noise_scale_never_undercuts_the_charged_epsilon(epsilon):
+    from fractions import Fraction
+
+    mech = GeometricBatchMean(Ledger(PureDP(epsilon)).root, 2, epsilon, np.random.default_rng(0))
+    # The real loss of Lap(b) on sensitivity 1 is 1/b: never above the charged decimal ε.
+    assert 1 / Fraction(mech.scale) <= Fraction(repr(epsilon))
+    assert mech.scale < 1 / epsilon * (1 + 1e-15)
+
+
 def _feed(mech, arm_counts_rewards, rng):
     """Feed one run batch by batch; rewards are Bernoulli(0.3); returns raw batch sums per arm."""
     raw = {a: [] for a in range(mech.n_arms)}
