@@ -98,6 +98,11 @@ def _check_n_users(n_users: int) -> int:
     return int(n_users)
 
 
+def _float_at_most(x: float) -> float:
+    """The largest float not above the decimal ``x`` prints as (the value the ledger charges)."""
+    return x if Fraction(x) <= Fraction(repr(x)) else math.nextafter(x, -math.inf)
+
+
 class _ChargedShuffleSum:
     """What the charged shuffle protocols share: checked arguments and one charge per release.
 
@@ -114,6 +119,10 @@ class _ChargedShuffleSum:
         self.n_users = _check_n_users(n_users)
         self.rng = check_generator(rng)
         self.epsilon, self.delta = _check_budget(epsilon, delta)
+        # The ledger charges the decimals ε and δ print as; the accountant certifies the
+        # floats it is given. Certify floats at or below those decimals, so the charge is
+        # never below what was certified.
+        self._certified = (_float_at_most(self.epsilon), _float_at_most(self.delta))
         self.relation = _check_relation(relation)
 
     def _charge(self, partition: str | None, note: str) -> Receipt:
@@ -216,10 +225,10 @@ class ShuffleBitSum(_ChargedShuffleSum):
     ) -> None:
         self._open(account, n_users, rng, epsilon, delta, relation)
         if gamma is None:
-            gamma = calibrate_bitsum_gamma(self.n_users, self.epsilon, self.delta)
+            gamma = calibrate_bitsum_gamma(self.n_users, *self._certified)
         elif not (0.0 < float(gamma) < 1.0):
             raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
-        elif bitsum_delta(self.n_users, float(gamma), self.epsilon) > self.delta:
+        elif bitsum_delta(self.n_users, float(gamma), self._certified[0]) > self._certified[1]:
             raise ValueError(f"gamma={gamma!r} does not meet (epsilon={self.epsilon}, delta={self.delta}) for n={self.n_users}")
         self.gamma = float(gamma)
         if self.gamma >= 1.0:
@@ -416,10 +425,10 @@ class ShuffleVectorSum(_ChargedShuffleSum):
             raise ValueError(f"levels must be an int >= 1, got {levels!r}")
         self.levels = int(levels)
         if noise_bits is None:
-            noise_bits = calibrate_noise_bits(self.n_users, self.epsilon, self.delta, self.levels, self.coordinates)
+            noise_bits = calibrate_noise_bits(self.n_users, *self._certified, self.levels, self.coordinates)
         elif isinstance(noise_bits, bool) or not isinstance(noise_bits, (int, np.integer)) or noise_bits < 1:
             raise ValueError(f"noise_bits must be an int >= 1, got {noise_bits!r}")
-        elif vector_sum_delta(self.n_users, int(noise_bits), self.levels, self.epsilon, self.coordinates) > self.delta:
+        elif vector_sum_delta(self.n_users, int(noise_bits), self.levels, self._certified[0], self.coordinates) > self._certified[1]:
             raise ValueError(
                 f"noise_bits={noise_bits} does not meet (epsilon={self.epsilon}, delta={self.delta}) "
                 f"for n={self.n_users}, levels={self.levels}, coordinates={self.coordinates}"

@@ -192,6 +192,19 @@ def test_calibrated_gamma_meets_the_target():
     assert bitsum_delta(500, mech.gamma, 1.0) <= 1e-6
 
 
+def test_certified_budget_is_never_above_the_charged_decimals():
+    from fractions import Fraction
+
+    # 1e-05 is stored as 1e-05 + 8e-22: the accountant must certify a float at or below
+    # the decimal the ledger charges, for ε and δ alike.
+    for epsilon, delta in [(1.0, 1e-5), (0.3, 1e-6), (0.7, 3e-7)]:
+        mech = ShuffleBitSum(_account(), 500, np.random.default_rng(0), epsilon=epsilon, delta=delta)
+        certified_eps, certified_delta = mech._certified
+        assert Fraction(certified_eps) <= Fraction(repr(epsilon))
+        assert Fraction(certified_delta) <= Fraction(repr(delta))
+        assert bitsum_delta(500, mech.gamma, certified_eps) <= certified_delta
+
+
 def test_bad_input_raises_naming_the_argument():
     rng = np.random.default_rng(41)
     account = _account()
