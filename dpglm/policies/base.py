@@ -17,6 +17,17 @@ __all__ = ["Policy"]
 _NORM_TOLERANCE = 1e-9
 
 
+def clip_to_unit_ball(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` scaled by ``1/max(1, ‖x‖)``.
+
+    Policies accept contexts up to ``‖x‖ ≤ 1 + 1e-9`` (float-normalised unit vectors
+    overshoot 1 by an ulp or two); a private policy clips the context it feeds to a
+    mechanism so the mechanism's norm bound, and hence its sensitivity, holds exactly.
+    """
+    norm = float(np.sqrt(x.dot(x)))
+    return x / norm if norm > 1.0 else x.copy()
+
+
 class Policy(ABC):
     """Base class of a contextual bandit policy in dimension ``d`` with rewards in [0, R].
 

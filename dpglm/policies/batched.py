@@ -87,7 +87,7 @@ from accounting import ApproxDP, BudgetExceeded, Ledger
 from dpglm.design import g_optimal_design
 from dpglm.envs import ContextualGLMEnv
 from dpglm.glm import GLMFamily, get_family, kappa_support
-from dpglm.policies.base import Policy
+from dpglm.policies.base import Policy, clip_to_unit_ball
 
 __all__ = [
     "BGLinCB",
@@ -589,7 +589,7 @@ class BatchedGLMBandit(Policy):
             self.counts["unplanned_rounds"] += 1
         cdf = np.cumsum(row[0])
         index = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), len(arms) - 1)
-        self._pending = (arms[index].copy(), float(row[1][index]))
+        self._pending = (clip_to_unit_ball(arms[index]), float(row[1][index]))
         return index
 
     def observe(self, reward: float) -> None:

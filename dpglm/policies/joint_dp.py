@@ -72,6 +72,7 @@ import numpy as np
 from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
+    _NORM_SQ_BOUND,
     Constraint,
     ExactDesign,
     RarelySwitchingBandit,
@@ -451,9 +452,10 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         calibrate = params is None and preset == "calibrated"
         if params is None:
             params = build(noise(rho_v, sens_v), noise(rho_tree - rho_v, sens_h))
-        # ‖x‖²_{V⁻¹} ≤ 1/floor_v for ‖x‖ ≤ 1 once V's eigenvalues are floored: above that
-        # threshold Criterion I can never fire, and then nothing is spent on V or θ̂_o.
-        self.exploration_possible = params.exploration_threshold <= 1.0 / params.floor_v
+        # ‖x‖²_{V⁻¹} ≤ ‖x‖²/floor_v once V's eigenvalues are floored, and the policy accepts
+        # ‖x‖² up to _NORM_SQ_BOUND: above that threshold Criterion I can never fire, and
+        # then nothing is spent on V or θ̂_o.
+        self.exploration_possible = params.exploration_threshold <= _NORM_SQ_BOUND / params.floor_v
         if self.exploration_possible and params.refit_o_factor <= 1:
             # A released V moves every round: with c_o = 1 every round would ask for a refit.
             raise ValueError(

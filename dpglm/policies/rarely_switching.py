@@ -50,7 +50,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from dpglm.glm import GLMFamily, get_family, kappa_support
-from dpglm.policies.base import _NORM_TOLERANCE, Policy
+from dpglm.policies.base import _NORM_TOLERANCE, Policy, clip_to_unit_ball
 
 __all__ = [
     "Constraint",
@@ -403,12 +403,6 @@ def _extended(stacked: np.ndarray, rows: list) -> np.ndarray:
     return out
 
 
-def _unit_ball(x: np.ndarray) -> np.ndarray:
-    """A copy of ``x`` scaled by ``1/max(1, ‖x‖)`` (contexts up to ``1 + 1e-9`` are accepted)."""
-    norm = math.sqrt(float(x.dot(x)))
-    return x / norm if norm > 1.0 else x.copy()
-
-
 # -- the loop ---------------------------------------------------------------------------
 class RarelySwitchingBandit(Policy):
     """The rarely-switching loop of paper Alg. 2 / Sawarni et al. Alg. 2 (module docstring).
@@ -565,7 +559,7 @@ class RarelySwitchingBandit(Policy):
         best = int(v_norm_sq.argmax())
         if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
             self.counts["criterion_I"] += 1
-            self._pending = (_unit_ball(arms[best]), True)
+            self._pending = (clip_to_unit_ball(arms[best]), True)
             return best
         # β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm, shape (K, 2)
         widths = np.sqrt(np.maximum(forms[:, 2:], 0.0)) * self._width_factors
@@ -578,7 +572,7 @@ class RarelySwitchingBandit(Policy):
             lcb_o = centre_o - width
             ucb[centre_o + width < lcb_o[lcb_o.argmax()]] = -np.inf
         index = int(ucb.argmax())  # line 14
-        self._pending = (_unit_ball(arms[index]), False)
+        self._pending = (clip_to_unit_ball(arms[index]), False)
         return index
 
     def observe(self, reward: float) -> None:

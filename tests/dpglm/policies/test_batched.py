@@ -283,3 +283,18 @@ def test_shuffle_pgd_estimator_charges_its_batch_and_estimates(rng):
     assert float(receipt.charged.eps) <= 8 and float(receipt.charged.delta) <= 0.02
     assert estimator.fit(X, y, 3) is None  # batch 3's budget is gone: refused, nothing released
     assert sorted(estimator.releases) == [3]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.0 + 9e-10])
+def test_unit_norm_contexts_do_not_crash_the_shuffle_release(scale):
+    # Axis vectors at the accepted 1 + 1e-9 edge: the warm-up leaves x xᵀ must stay within
+    # the shuffle protocol's coordinate bound (review probe: a ValueError at batch 1's end).
+    horizon, d = 120, 3
+    policy = ShuffleDPGLMBandit("logistic", d, horizon, 2.0, np.random.default_rng(0), epsilon=4.0, delta=0.02)
+    rng = np.random.default_rng(1)
+    arms = np.vstack([np.eye(d), -np.eye(d)]) * scale
+    for _ in range(horizon):
+        policy.choose(arms)
+        policy.observe(float(rng.random() < 0.5))
+    assert policy.counts["granted"] + policy.counts["refused"] == len(policy.schedule.lengths) - 1
+    assert policy.counts["granted"] >= 1

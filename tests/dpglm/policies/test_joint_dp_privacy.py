@@ -182,3 +182,18 @@ def test_unit_norm_contexts_do_not_crash_the_private_run(scale):
     assert policy.design_v.tree.t == policy.design_h.tree.t == T_run
     stored = np.array(policy._x_o + policy._x_h)
     assert np.abs(np.linalg.norm(stored, axis=1) - 1.0).max() <= 1e-12
+
+
+def test_exploration_counts_as_possible_up_to_the_accepted_context_norm():
+    # With floor_v = λ = 1, ‖x‖²_{V⁻¹} reaches (1 + 1e-9)² for an accepted context of norm
+    # 1 + 1e-9: a threshold of 1 + 1e-9 can fire, so the V-tree must exist (review probe:
+    # Criterion I fired on an exact, unreleased V).
+    params = RarelySwitchingParameters(**{
+        **_params().as_dict(), "floor_v": 1.0, "exploration_threshold": 1.0 + 1e-9})
+    policy = JointDPGLMBandit("probit", D, 20, S, 4.0, 0.02, np.random.default_rng(0), params=params)
+    assert policy.exploration_possible
+    arms = np.eye(D)[:2] * (1.0 + 9e-10)
+    policy.choose(arms)
+    policy.observe(1.0)
+    policy.choose(arms)  # a second round must not reach an unreleased V
+    assert policy.diagnostics()["criterion_I"] >= 1
