@@ -601,30 +601,40 @@ class RarelySwitchingBandit(Policy):
         A refused refit keeps θ̂_o and its metric ``V_o``, so the rule keeps asking (and
         the budget keeps refusing) at later rounds.
         """
-        constraint = Constraint(np.zeros(self.d), self.params.radius)
-        X, y = self._stacked_o = (_extended(self._stacked_o[0], self._x_o),
-                                  _extended(self._stacked_o[1], self._y_o))
-        theta = self.estimator_o.fit(X, y, constraint, self.theta_o, self.t)
-        if theta is None:
-            self.counts["refused_o"] += 1
-        else:
-            self.counts["refits_o"] += 1
-            self.theta_o = np.asarray(theta, dtype=float)
+        self._stacked_o, theta = self._fit(
+            "o", self.estimator_o, self._stacked_o, self._x_o, self._y_o,
+            Constraint(np.zeros(self.d), self.params.radius), self.theta_o,
+        )
+        if theta is not None:
+            self.theta_o = theta
             self._set_v_o(v_t)
             self._set_theta_choice()
 
     def _refit_tau(self) -> None:
         """θ̂_τ on [t−1]∖T_o over Θ_II = {‖θ − θ̂_o‖_{V_o} ≤ w} (Alg. 2, line 12)."""
-        constraint = Constraint(self.theta_o.copy(), self.params.elimination_width, self._v_o)
-        X, y = self._stacked_h = (_extended(self._stacked_h[0], self._x_h),
-                                  _extended(self._stacked_h[1], self._y_h))
-        theta = self.estimator_tau.fit(X, y, constraint, self.theta_tau, self.t)
-        if theta is None:
-            self.counts["refused_tau"] += 1
-        else:
-            self.counts["refits_tau"] += 1
-            self.theta_tau = np.asarray(theta, dtype=float)
+        self._stacked_h, theta = self._fit(
+            "tau", self.estimator_tau, self._stacked_h, self._x_h, self._y_h,
+            Constraint(self.theta_o.copy(), self.params.elimination_width, self._v_o), self.theta_tau,
+        )
+        if theta is not None:
+            self.theta_tau = theta
             self._set_theta_choice()
+
+    def _fit(self, name: str, estimator: Estimator, stacked: tuple[np.ndarray, np.ndarray],
+             xs: list[np.ndarray], ys: list[float], constraint: Constraint, current: np.ndarray,
+             ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray | None]:
+        """One refit of θ̂_``name``: extend the stacked data by the new rounds, fit, count it.
+
+        Returns the extended data and the new estimate, or ``None`` if the estimator
+        refused (its budget is spent): the caller then keeps the old estimate.
+        """
+        X, y = stacked = (_extended(stacked[0], xs), _extended(stacked[1], ys))
+        theta = estimator.fit(X, y, constraint, current, self.t)
+        if theta is None:
+            self.counts[f"refused_{name}"] += 1
+            return stacked, None
+        self.counts[f"refits_{name}"] += 1
+        return stacked, np.asarray(theta, dtype=float)
 
     def _set_theta_choice(self) -> None:
         """Cache the arm-choice estimate θ̂_τ or ``(θ̂_o + θ̂_τ)/2`` (§6.1; ``params.centre``)."""
