@@ -57,9 +57,13 @@ def g_minus(mu: ArrayLike, eps: ArrayLike) -> np.ndarray:
 def _d_plus(mu: np.ndarray, x: np.ndarray, eps: np.ndarray) -> np.ndarray:
     q = -np.expm1(-eps)  # 1 − e^{−ε}, exact for tiny ε
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        # log(1 − x(1 − e^{−ε})) = log((1 − x) + x e^{−ε}): log1p for small ε, the sum of
+        # exponentials for large ε, where 1 − e^{−ε} rounds to 1 (ε ≳ 37) and x = 1 gave inf
+        log_rest = np.where(eps < 1, np.log1p(-x * q), np.logaddexp(np.log1p(-x), np.log(x) - eps))
         # ε·μ with 0·∞ = 0: at ε = ∞ this branch is reached only for μ = 0, where it is kl(0, x)
-        lin = -np.log1p(-x * q) - np.where(mu > 0, eps * mu, 0.0)
-    kl_branch = x <= g_minus(mu, eps)
+        lin = -log_rest - np.where(mu > 0, eps * mu, 0.0)
+        # x ≤ g⁻_ε(μ) ⟺ x(1 − μ)e^{−ε} ≤ μ(1 − x), in logs: free of the rounding of g⁻ to 1
+        kl_branch = np.log(x) + np.log1p(-mu) - eps <= np.log(mu) + np.log1p(-x)
     val = np.where(kl_branch, _kl(mu, x), lin)
     return np.where(x <= mu, 0.0, np.maximum(val, 0.0))
 
@@ -117,6 +121,8 @@ def _transport_cost(m1, m2, w1, w2, eps, *, return_argmin: bool = False):
     m1, m2, w1, w2, eps = np.broadcast_arrays(
         *(np.asarray(v, dtype=float) for v in (m1, m2, w1, w2, eps))
     )
+    shape = m1.shape  # work on ≥ 1-d arrays (the boundary repair below indexes them)
+    m1, m2, w1, w2, eps = (np.atleast_1d(v) for v in (m1, m2, w1, w2, eps))
     e = np.exp(-eps)
     q = -np.expm1(-eps)
     s = w1 + w2
@@ -160,9 +166,9 @@ def _transport_cost(m1, m2, w1, w2, eps, *, return_argmin: bool = False):
             better = val < best[idx]
             best[idx] = np.where(better, val, best[idx])
             arg[idx] = np.where(better, xi, arg[idx])
-    cost = np.where(m1 <= m2, 0.0, best)
+    cost = np.where(m1 <= m2, 0.0, best).reshape(shape)
     if return_argmin:
-        return cost, np.where(m1 <= m2, m1, arg)
+        return cost, np.where(m1 <= m2, m1, arg).reshape(shape)
     return cost
 
 

@@ -79,3 +79,18 @@ def test_transport_cost_matches_brute_force():
         assert got[i] <= ref * (1 + 1e-9) + 1e-12
         assert got[i] == pytest.approx(ref, rel=1e-5, abs=1e-9)
     assert float(transport_cost(0.4, 0.6, 3.0, 2.0, 0.1)) == 0.0
+
+
+@pytest.mark.parametrize("eps", [40.0, 215.0, 1000.0])
+def test_large_eps_boundary_values_stay_finite(eps):
+    """d⁺_ε(μ, 1) = ε(1 − μ) (linear branch); 1 − e^{−ε} rounds to 1 for ε ≳ 37 and once gave inf."""
+    mu = np.array([0.0, 0.3, 0.9])
+    np.testing.assert_allclose(d_plus(mu, np.ones(3), eps), np.minimum(eps * (1 - mu), np.inf), rtol=1e-12)
+    np.testing.assert_allclose(d_minus(np.ones(3) - mu, np.zeros(3), eps), eps * (1 - mu), rtol=1e-12)
+
+
+def test_scalar_transport_cost_at_a_branch_boundary():
+    """Scalar inputs that take the boundary repair path (clipped means, huge ε) once raised."""
+    x = np.linspace(0.0, 1.0, 200_001)
+    brute = (d_minus(np.ones_like(x), x, 215.0) + d_plus(np.zeros_like(x), x, 215.0)).min()
+    assert float(transport_cost(1.0, 0.0, 1.0, 1.0, 215.0)) == pytest.approx(brute, rel=1e-9)
