@@ -41,7 +41,7 @@ from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
 from dpglm.bai.divergences import _d_plus, _transport_cost
-from dpglm.bai.thresholds import GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
+from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.geometric import GeometricBatchMean
 
 __all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "AdaPTT", "AdaPTTStar", "tracking_pulls"]
@@ -370,15 +370,16 @@ class EBTopTwo(_TopTwo):
 
     Means are exact empirical means updated every pull; costs use ε = ∞ (kl).
     The default threshold is the heuristic log((1 + log n)/δ) split over the two arms
-    (Jourdan et al. 2022 experiments).
+    (Jourdan et al. 2022 experiments); ``threshold="provable"`` is
+    :class:`~dpglm.bai.thresholds.ChernoffThreshold`.
     """
 
     private = False
 
     def __init__(self, mu: ArrayLike, delta: float, *, beta: float = 0.5, threshold: str = "heuristic") -> None:
         super().__init__(mu, np.inf, delta, beta=beta, threshold=threshold, block_fraction=1.0)
-        if threshold == "provable":  # without noise, every count is a phase: k = n, still a valid union bound
-            self.threshold = GammaThreshold(self.mu.size, delta, max_phase=10**6)
+        if threshold == "provable":  # no Laplace noise; the estimate refreshes at every count
+            self.threshold = ChernoffThreshold(self.mu.size, delta)
 
 
 class AdaPTT(_TopTwo):

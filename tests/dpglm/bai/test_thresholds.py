@@ -6,7 +6,16 @@ from scipy import stats
 from scipy.optimize import brentq
 
 from dpglm.bai.divergences import d_minus
-from dpglm.bai.thresholds import ZETA2, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold, laplace_tail
+from dpglm.bai.thresholds import (
+    ZETA2,
+    ChernoffThreshold,
+    GammaThreshold,
+    HeuristicThreshold,
+    LaplaceTailThreshold,
+    laplace_sum_tail,
+    laplace_tail,
+    worst_case_quantile,
+)
 
 
 def test_threshold_is_the_gamma_quantile():
@@ -76,3 +85,44 @@ def test_default_threshold_solves_its_tail_and_beats_gamma():
         assert th(k) < gamma(k)
     assert th(20) < gamma(20) - 10  # ~0.7 nat per Laplace term
     assert LaplaceTailThreshold.provable
+
+
+def test_laplace_sum_tail_closed_form_and_monte_carlo():
+    assert laplace_sum_tail(2.0, 1) == pytest.approx(0.5 * np.exp(-2.0), rel=1e-12)
+    # k = 2: P[W > x] = e^{-x}(2 + x)/4, from the convolution of two Laplace densities
+    assert laplace_sum_tail(3.0, 2) == pytest.approx(np.exp(-3.0) * 5 / 4, rel=1e-12)
+    rng = np.random.default_rng(1)
+    w = rng.laplace(0, 1, (1_000_000, 6)).sum(axis=1)
+    for x in (0.0, 2.0, 6.0, 10.0):
+        assert laplace_sum_tail(x, 6) == pytest.approx(np.mean(w > x), abs=1.5e-3)
+
+
+@pytest.mark.parametrize("eps", [0.01, 1.0, 100.0])
+def test_arm_with_mean_zero_has_statistic_w_plus_whatever_eps(eps):
+    """At μ = 0, n·d⁻_ε(μ̃, 0) = min((εΣL)⁺, εn) exactly: the worst case does not improve as ε grows."""
+    rng = np.random.default_rng(2)
+    k, n = 4, 8
+    lap = rng.laplace(0, 1 / eps, (2000, k)).sum(axis=1)
+    est = np.clip(lap / n, 0, 1)
+    stat = n * d_minus(est, np.zeros_like(est), eps)
+    np.testing.assert_allclose(stat, np.minimum(np.maximum(eps * lap, 0), eps * n), rtol=1e-12, atol=1e-12)
+
+
+def test_default_threshold_is_within_two_nats_of_the_worst_case_quantile():
+    K, delta = 5, 0.01
+    th = LaplaceTailThreshold(K, delta)
+    for k in (1, 5, 13, 25):
+        target = delta / (K * ZETA2 * k**2)
+        lower = worst_case_quantile(k, target)
+        assert laplace_sum_tail(lower, k) == pytest.approx(target, rel=1e-6)
+        assert lower < th(k) < lower + 2.5
+
+
+def test_chernoff_threshold_for_non_private_means():
+    th = ChernoffThreshold(5, 0.01)
+    assert float(th(1, 100)) == pytest.approx(np.log(5 * ZETA2 * 100**2 / 0.01))
+    # the union it pays for sums to δ: Σ_n K e^{−c(n)} = δ
+    n = np.arange(1, 2_000_001, dtype=float)
+    assert 5 * np.exp(-th(1, n)).sum() == pytest.approx(0.01, rel=1e-6)
+    with pytest.raises(ValueError, match="count"):
+        th(1, 0)
