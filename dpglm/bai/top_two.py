@@ -52,8 +52,9 @@ class BAIResult:
     """Outcome of ``n_runs`` independent runs.
 
     ``stopping_times[r]`` is τ (or ``max_steps`` if the run was cut, then
-    ``stopped[r]`` is False); ``recommendations[r]`` the recommended arm (−1 if
-    cut); ``ledgers`` the per-run privacy ledgers (empty for non-private runs).
+    ``stopped[r]`` is False); ``recommendations[r]`` the recommended arm (for a
+    cut Top Two run, the empirical best at the cut; −1 for a cut DP-SE run);
+    ``ledgers`` the per-run privacy ledgers (empty for non-private runs).
     """
 
     stopping_times: np.ndarray
@@ -116,7 +117,9 @@ def _merged_ranks(v: np.ndarray, s: np.ndarray, j: np.ndarray) -> np.ndarray:
         alive &= np.where(before, val <= e, val < e)
         cnt += alive
     cnt[:, np.arange(k), np.arange(k)] = 0
-    return 1 + j + cnt.sum(axis=2)
+    # an arm whose key barely grows (slope ~ 0) precedes everything: cap the rank so
+    # that it stays an exact, castable integer meaning "not within any block"
+    return np.minimum(1 + j + cnt.sum(axis=2), 2.0**62)
 
 
 class _Estimator:
@@ -217,11 +220,21 @@ class _TopTwo:
         self.threshold = {"provable": LaplaceTailThreshold, "gamma": GammaThreshold,
                           "heuristic": HeuristicThreshold}[threshold](k, delta)
 
-    # -- costs (overridden by AdaP-TT) ------------------------------------------------
+    # -- sampling and stopping rules (overridden by AdaP-TT) ---------------------------
     def _challenger_cost(self, m_lead, m, n_lead, n):
         """TCI cost C*_ε(B, a, μ̃, N) and its derivative in N_a (envelope theorem)."""
         cost, x = _transport_cost(m_lead, m, n_lead, n, self.epsilon, return_argmin=True)
         return cost, _d_plus(m, x, np.asarray(self.epsilon))
+
+    def _challenger_keys(self, m, n, lead, t):
+        """Per-arm challenger key (argmin wins) and its slope in N_a: TCI, cost + log N_a."""
+        i = np.arange(lead.size)
+        cost, slope = self._challenger_cost(m[i, lead][:, None], m, n[i, lead][:, None], n)
+        return cost + np.log(n), slope + 1.0 / n
+
+    def _leaders(self, est, rows, best):
+        """Sampling leader B: the empirical best ã (paper Alg. 1, line 4)."""
+        return best[rows]
 
     def _should_stop(self, est: _Estimator, rows: np.ndarray, lead: np.ndarray) -> np.ndarray:
         """GLR: C*_ε(ã, a, μ̃, Ñ) > c(ã) + c(a) for every a ≠ ã (paper §4)."""
@@ -252,10 +265,11 @@ class _TopTwo:
         rec = np.full(R, -1, dtype=np.int64)
         stopped = np.zeros(R, dtype=bool)
         est.observe(N.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (R, K))).astype(float))
-        lead = np.zeros(R, dtype=np.int64)
+        lead = np.zeros(R, dtype=np.int64)  # sampling leader B
+        best = np.zeros(R, dtype=np.int64)  # empirical best ã: stopping and recommendation
         active = np.arange(R)
-        self._new_leaders(est, active, lead, tie_rng)
-        active = self._check(est, active, lead, t, tau, rec, stopped)
+        self._new_leaders(est, active, lead, best, tie_rng)
+        active = self._check(est, active, best, t, tau, rec, stopped)
         rows_all = np.arange(R)
         while active.size:
             rows = active
@@ -263,9 +277,10 @@ class _TopTwo:
             i = np.arange(rows.size)
             m = est.means()[rows]
             n = N[rows]
-            cost, slope = self._challenger_cost(m[i, B][:, None], m, n[i, B][:, None], n)
-            v = cost + np.log(n)
-            s = np.maximum(slope + 1.0 / n, 1e-300)
+            v, s = self._challenger_keys(m, n, B, t[rows])
+            # keys must grow visibly per pull for the merge: a key that does not grow (or
+            # shrinks: AdaP-TT's challenger when μ̃_a > μ̃_B) gets a slope just above its ulp
+            s = np.maximum(s, 1e-12 * np.maximum(1.0, np.abs(np.where(np.isfinite(v), v, 1.0))))
             v[i, B] = np.inf
             nb0, lb0 = n_lead[rows, B], l_lead[rows, B]
             remaining = est.next_refresh[rows] - n  # ≥ 1 for every arm
@@ -327,27 +342,29 @@ class _TopTwo:
             refreshed = est.observe(batch, sums)
             changed = rows_all[refreshed.any(axis=1)]
             if changed.size:
-                self._new_leaders(est, changed, lead, tie_rng)
-                still = self._check(est, changed, lead, t, tau, rec, stopped)
+                self._new_leaders(est, changed, lead, best, tie_rng)
+                still = self._check(est, changed, best, t, tau, rec, stopped)
                 done = np.setdiff1d(changed, still)
             else:
                 done = np.array([], dtype=np.int64)
             cut = rows[t[rows] >= max_steps]
+            rec[cut] = best[cut]  # what the run would recommend if it stopped now
             active = np.setdiff1d(rows, np.union1d(done, cut))
         return BAIResult(tau, rec, stopped, int(np.argmax(self.mu)), est.ledgers)
 
-    def _new_leaders(self, est, rows, lead, tie_rng):
-        """Empirical best of the clipped private means, ties broken uniformly (paper §5)."""
+    def _new_leaders(self, est, rows, lead, best, tie_rng):
+        """ã: empirical best of the clipped private means, ties broken uniformly (paper §5); then B."""
         m = est.means()[rows]
         top = m == m.max(axis=1, keepdims=True)
-        lead[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
+        best[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
+        lead[rows] = self._leaders(est, rows, best)
 
-    def _check(self, est, rows, lead, t, tau, rec, stopped):
-        """Apply the stopping rule to ``rows``; returns the rows still running."""
-        stop = self._should_stop(est, rows, lead[rows])
+    def _check(self, est, rows, best, t, tau, rec, stopped):
+        """Apply the stopping rule to ``rows`` (candidate ã = ``best``); returns the rows still running."""
+        stop = self._should_stop(est, rows, best[rows])
         done = rows[stop]
         tau[done] = t[done]
-        rec[done] = lead[done]
+        rec[done] = best[done]
         stopped[done] = True
         return rows[~stop]
 
@@ -383,36 +400,67 @@ class EBTopTwo(_TopTwo):
 
 
 class AdaPTT(_TopTwo):
-    """AdaP-TT (Azize et al. 2023): doubling episodes with forgetting, Laplace noise.
+    """AdaP-TT (Azize et al. 2023): doubling episodes with forgetting, Laplace noise, a private UCB leader.
 
-    Estimator: the last episode's mean + Lap(1/(ε·Ñ)) (``GeometricBatchMean(forget=True)``,
-    η = 1). Challenger: Gaussian transport cost (μ̃_B − μ̃_a)₊² / (2σ²(1/N_B + 1/N_a)),
-    σ² = 1/4, plus log N_a. Stopping (a δ-correct confidence-interval rule): stop when
-    μ̃_B − h_B − l_B > max_{a≠B} μ̃_a + h_a + l_a, with h = √(log(4/δ_k)/(2Ñ)) (Hoeffding),
-    l = log(2/δ_k)/(εÑ) (Laplace tail), δ_k = δ/(K ζ(2) k²) per arm and episode k.
-    The thesis' exact constants (Alg. 10, eqs. 5.9–5.14) were not available; this is a
-    reconstruction with a proven union bound.
+    The algorithm as run in the authors' experiments (their public code; the
+    thesis' Alg. 10 was not available). Estimator: the last episode's mean +
+    Lap(1/(ε·Ñ)) (``GeometricBatchMean(forget=True)``, η = 1). Leader: the
+    private UCB index μ̃_a + log t_c/(εÑ_a) + √(log t_c/(2Ñ_a)), t_c the samples
+    behind completed episodes (the empirical best until every arm has one).
+    Challenger: argmin_{a≠B} (μ̃_B − μ̃_a + κ(t_c))/√(1/N_B + 1/N_a), κ(t) = 1/(1 + √t),
+    true counts N. Recommendation and stopping use the empirical best ã.
+    Stopping, ``threshold="provable"`` (default; derived here): stop when
+    μ̃_ã − h_ã − l_ã > max_{a≠ã} μ̃_a + h_a + l_a, with h = √(log(4/δ_k)/(2Ñ))
+    (Hoeffding), l = log(2/δ_k)/(εÑ) (Laplace tail), δ_k = δ/(K ζ(2) k²) per arm
+    and episode k: a union bound, δ-correct. ``threshold="heuristic"``: the
+    authors' empirical rule, ½(μ̃_ã − μ̃_a)²/(1/Ñ_ã + 1/Ñ_a) > log(1/δ) + log(1 + log Ñ_ã)
+    + log(1 + log Ñ_a) + (1/Ñ_ã + 1/Ñ_a)·log(1/δ)²/ε², with no guarantee.
+    Deviation: the leader/challenger mix is the engine's β-tracking rather than
+    a β-coin (same allocation in the limit); κ uses t_c at the block start.
     """
 
     forget = True
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, beta: float = 0.5,
-                 block_fraction: float = 1 / 32) -> None:
+                 threshold: str = "provable", block_fraction: float = 1 / 32) -> None:
+        if threshold not in ("provable", "heuristic"):
+            raise ValueError(f"threshold must be 'provable' or 'heuristic', got {threshold!r}")
         super().__init__(mu, epsilon, delta, beta=beta, eta=1.0, block_fraction=block_fraction)
+        self.stopping = threshold
 
-    def _challenger_cost(self, m_lead, m, n_lead, n):
-        gap = np.maximum(m_lead - m, 0.0)
-        inv = 1.0 / n_lead + 1.0 / n
-        cost = gap**2 / (0.5 * inv)
-        return cost, gap**2 / 0.5 / (inv**2 * n**2)
+    def _leaders(self, est, rows, best):
+        m = est.means()[rows]
+        nt = est.phase_counts[rows].astype(float)
+        t_c = np.maximum(est.counts[rows].sum(axis=1, keepdims=True), 2).astype(float)
+        log_t = np.log(t_c)
+        with np.errstate(divide="ignore"):
+            index = m + log_t / (self.epsilon * nt) + np.sqrt(log_t / (2 * nt))
+        ucb = np.argmax(index, axis=1)
+        return np.where(np.all(nt > 0, axis=1), ucb, best[rows])
+
+    def _challenger_keys(self, m, n, lead, t):
+        i = np.arange(lead.size)
+        kappa = 1.0 / (1.0 + np.sqrt(t))[:, None]
+        num = m[i, lead][:, None] - m + kappa
+        inv = 1.0 / n[i, lead][:, None] + 1.0 / n
+        key = num / np.sqrt(inv)
+        return key, num * 0.5 * inv**-1.5 / n**2  # d key / d N_a
 
     def _should_stop(self, est, rows, lead):
         m = est.means()[rows]
         nt = est.phase_counts[rows].astype(float)
+        i = np.arange(len(rows))
+        if self.stopping == "heuristic":
+            inv = 1.0 / nt[i, lead][:, None] + 1.0 / nt
+            glr = 0.5 * np.maximum(m[i, lead][:, None] - m, 0.0) ** 2 / inv
+            log_d = np.log(1 / self.delta)
+            c = log_d + np.log1p(np.log(nt[i, lead]))[:, None] + np.log1p(np.log(nt)) + inv * log_d**2 / self.epsilon**2
+            margin = glr - c
+            margin[i, lead] = np.inf
+            return np.all(margin > 0, axis=1)
         k = est.phases[rows].astype(float)
         dk = self.delta / (self.mu.size * (np.pi**2 / 6) * k**2)
         width = np.sqrt(np.log(4 / dk) / (2 * nt)) + np.log(2 / dk) / (self.epsilon * nt)
-        i = np.arange(len(rows))
         lcb = m[i, lead] - width[i, lead]
         ucb = m + width
         ucb[i, lead] = -np.inf
@@ -420,10 +468,12 @@ class AdaPTT(_TopTwo):
 
 
 class AdaPTTStar(AdaPTT):
-    """AdaP-TT⋆: AdaP-TT with the privacy-adapted transport cost C*_ε in the challenger.
+    """AdaP-TT⋆ (Azize et al. 2024): AdaP-TT with the privacy-adapted transport cost in the challenger.
 
-    Same estimator and stopping rule as :class:`AdaPTT`; the TCI challenger uses the
-    d_ε transport cost (which adapts to the privacy regime) instead of the Gaussian one.
+    Same estimator, UCB leader and stopping rules as :class:`AdaPTT`; the
+    challenger is TCI with the d_ε transport cost C*_ε(B, a, μ̃, N) + log N_a,
+    which adapts to the privacy regime (a reconstruction: the thesis' exact
+    form, eqs. 5.9–5.14, was not available).
     """
 
-    _challenger_cost = _TopTwo._challenger_cost
+    _challenger_keys = _TopTwo._challenger_keys

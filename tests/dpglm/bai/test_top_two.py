@@ -64,6 +64,8 @@ def test_dp_tt_run_costs_epsilon_and_is_reproducible():
         lambda: EBTopTwo((0.6, 0.5, 0.45), 0.2),
         lambda: AdaPTT((0.7, 0.5, 0.45), 2.0, 0.2),
         lambda: AdaPTTStar((0.7, 0.5, 0.45), 2.0, 0.2),
+        lambda: AdaPTT((0.7, 0.5, 0.45), 2.0, 0.2, threshold="heuristic"),
+        lambda: EBTopTwo((0.6, 0.5, 0.45), 0.2, threshold="provable"),
     ],
 )
 def test_error_rate_at_most_delta(make):
@@ -88,3 +90,54 @@ def test_bad_input_raises():
         DPTopTwo((0.6, 0.5), 1.0, 0.1).run(2, 3)
     with pytest.raises(ValueError, match="n_runs"):
         DPTopTwo((0.6, 0.5), 1.0, 0.1).run(0, np.random.default_rng(0))
+
+
+def _state(m, nt, counts):
+    from types import SimpleNamespace
+
+    m, nt, counts = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (m, nt, counts))
+    return SimpleNamespace(means=lambda: m, phase_counts=nt, counts=counts, phases=np.log2(nt) + 1)
+
+
+def test_adaptt_leader_is_the_private_ucb_index():
+    """B = argmax μ̃_a + log t_c/(εÑ_a) + √(log t_c/(2Ñ_a)) (Azize et al. 2023), by hand."""
+    alg = AdaPTT((0.7, 0.5, 0.45), 0.5, 0.1)
+    m, nt, counts = [0.6, 0.55, 0.2], [64.0, 4.0, 8.0], [127.0, 7.0, 15.0]
+    t_c = 149.0
+    index = [mi + np.log(t_c) / (0.5 * ni) + np.sqrt(np.log(t_c) / (2 * ni)) for mi, ni in zip(m, nt)]
+    assert int(np.argmax(index)) == 1  # the under-sampled arm leads, not the empirical best
+    lead = alg._leaders(_state(m, nt, counts), np.array([0]), np.array([0]))
+    assert lead.tolist() == [1]
+
+
+def test_adaptt_heuristic_stopping_is_the_authors_rule():
+    """Stop iff ½Δ²/(1/n + 1/m) > log(1/δ) + log(1 + log n) + log(1 + log m) + (1/n + 1/m)log(1/δ)²/ε² for all a."""
+    eps, delta = 1.0, 0.1
+    alg = AdaPTT((0.7, 0.5, 0.45), eps, delta, threshold="heuristic")
+
+    def rule(m, nt):
+        b = int(np.argmax(m))
+        ok = []
+        for a in range(3):
+            if a != b:
+                inv = 1 / nt[b] + 1 / nt[a]
+                c = np.log(1 / delta) + np.log(1 + np.log(nt[b])) + np.log(1 + np.log(nt[a])) + inv * np.log(1 / delta) ** 2 / eps**2
+                ok.append(0.5 * (m[b] - m[a]) ** 2 / inv > c)
+        return all(ok)
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        m = rng.random(3)
+        nt = 2.0 ** rng.integers(4, 14, 3)
+        got = alg._should_stop(_state(m, nt, nt), np.array([0]), np.array([int(np.argmax(m))]))
+        assert bool(got[0]) == rule(m, nt)
+
+
+def test_merged_ranks_with_flat_tied_keys_is_a_permutation():
+    """Equal keys with slopes near their ulp (AdaP-TT's shrinking keys) still merge into one strict order."""
+    v = np.array([[-0.3, -0.3, 0.2]])
+    s = 1e-12 * np.maximum(1.0, np.abs(v))
+    m = 50
+    ranks = np.concatenate([_merged_ranks(v, s, np.full((1, 3), float(j)))[0] for j in range(m)])
+    first = np.sort(ranks[ranks <= m])
+    assert first.tolist() == list(range(1, m + 1))
