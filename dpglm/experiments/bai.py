@@ -2,18 +2,27 @@
 
 Jourdan & Azize (2025), Figure 1: δ = 0.01, ε on the grid 10^{−3+2j/3}, j = 0..8,
 Bernoulli instances μ1 = (0.95, 0.9, 0.9, 0.9, 0.5) and μ2 = (0.75, 0.625, 0.5,
-0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (provable threshold, and the
-named heuristic threshold used to compare with the figure, with and without the
-forced exploration of Garivier & Kaufmann 2016), AdaP-TT, AdaP-TT⋆,
-DP-SE and the non-private EB-TCI; mean ± 2 std over runs with T*_ε·log(1/(3δ))
-as the lower bound. Writes ``bai.csv`` (one row per instance × algorithm × ε,
-with the error count and its Clopper–Pearson 95% interval and the privacy
-ledgers' total), ``bai.png`` and ``bai_ledger_example.txt``.
+0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (also with the forced
+exploration of Garivier & Kaufmann 2016), AdaP-TT, AdaP-TT⋆, DP-SE and the
+non-private EB-TCI; mean ± 2 std over runs with T*_ε·log(1/(3δ)) as the lower
+bound. Two families of stopping rules, compared within each: ``provable``
+(every rule proven δ-correct) and ``heuristic`` (the unproven thresholds of
+experiments: ours for DP-TT, the AdaP-TT authors' for AdaP-TT, log((1 + log n)/δ)
+for EB-TCI); DP-SE's rule is its own and appears in both.
+
+Writes ``bai.csv`` (one row per family × instance × algorithm × ε, with the
+error count and its Clopper–Pearson 95% interval and the privacy ledgers'
+total), ``bai.png`` (a row of panels per family), ``bai_ledger_example.txt``,
+and ``bai_paper_budget.csv``: DP-TT's sampling rule run on μ1 exactly to the
+stopping time the paper reports at each ε, with the error of the arm it would
+recommend there — a check of whether those times are reachable by a
+δ-correct DP-TT.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -22,9 +31,12 @@ INSTANCES = {
     "mu1": (0.95, 0.9, 0.9, 0.9, 0.5),
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
-ALGORITHMS = ("DP-TT", "DP-TT (heuristic threshold)", "DP-TT (heuristic, forced exploration)",
-              "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI")
+ALGORITHMS = ("DP-TT", "DP-TT (forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI")
+STOPPING = ("provable", "heuristic")
 DELTA = 0.01
+#: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``../shared/BAI.md``)
+PAPER_DPTT_MU1 = {1e-3: 4.1e5, 10 ** (-3 + 2 / 3): 1.36e5, 10 ** (-3 + 4 / 3): 3.2e4, 0.1: 1.14e4,
+                  10 ** (-3 + 8 / 3): 6.9e3, 10 ** (-3 + 10 / 3): 6.9e3}
 
 
 def epsilon_grid(quick: bool = False) -> list[float]:
@@ -45,45 +57,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def _make(name: str, mu, eps: float):
+def _make(name: str, mu, eps: float, stopping: str = "provable"):
     from dpglm.bai.successive_elimination import DPSE
     from dpglm.bai.top_two import AdaPTT, AdaPTTStar, DPTopTwo, EBTopTwo
 
+    if stopping not in STOPPING:
+        raise ValueError(f"unknown stopping family {stopping!r}; allowed: {STOPPING}")
     if name == "DP-TT":
-        return DPTopTwo(mu, eps, DELTA)
-    if name == "DP-TT (heuristic threshold)":
-        return DPTopTwo(mu, eps, DELTA, threshold="heuristic")
-    if name == "DP-TT (heuristic, forced exploration)":
-        return DPTopTwo(mu, eps, DELTA, threshold="heuristic", forced_exploration=True)
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping)
+    if name == "DP-TT (forced exploration)":
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, forced_exploration=True)
     if name == "AdaP-TT":
-        return AdaPTT(mu, eps, DELTA)
+        return AdaPTT(mu, eps, DELTA, threshold=stopping)
     if name == "AdaP-TT*":
-        return AdaPTTStar(mu, eps, DELTA)
+        return AdaPTTStar(mu, eps, DELTA, threshold=stopping)
     if name == "DP-SE":
         return DPSE(mu, eps, DELTA)
     if name == "EB-TCI":
-        return EBTopTwo(mu, DELTA)
+        return EBTopTwo(mu, DELTA, threshold=stopping)
     raise ValueError(f"unknown algorithm {name!r}; allowed: {ALGORITHMS}")
 
 
-def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: tuple[int, ...],
-              max_steps: int) -> dict[str, Any]:
-    """Simulate ``runs`` runs of one (instance, algorithm, ε) point; return its CSV row."""
-    import numpy as np
+def _clopper_pearson(k: int, n: int) -> tuple[float, float]:
     from scipy.stats import beta as beta_dist
+
+    lo = 0.0 if k == 0 else float(beta_dist.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta_dist.ppf(0.975, k + 1, n - k))
+    return lo, hi
+
+
+def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: tuple[int, ...],
+              max_steps: int, stopping: str = "provable") -> dict[str, Any]:
+    """Simulate ``runs`` runs of one (family, instance, algorithm, ε) point; return its CSV row."""
+    import numpy as np
 
     mu = INSTANCES[instance]
     rng = np.random.default_rng(np.random.SeedSequence(list(seed)))
     start = time.perf_counter()
-    res = _make(algorithm, mu, eps).run(runs, rng, max_steps=max_steps)
+    res = _make(algorithm, mu, eps, stopping).run(runs, rng, max_steps=max_steps)
     seconds = time.perf_counter() - start
     tau = res.stopping_times.astype(float)
     err = res.errors
-    lo = 0.0 if err == 0 else float(beta_dist.ppf(0.025, err, runs - err + 1))
-    hi = 1.0 if err == runs else float(beta_dist.ppf(0.975, err + 1, runs - err))
+    lo, hi = _clopper_pearson(err, runs)
     spent = [float(l.guarantee().eps) for l in res.ledgers]
     return {
-        "instance": instance, "algorithm": algorithm, "epsilon": eps, "runs": runs,
+        "stopping": stopping, "instance": instance, "algorithm": algorithm, "epsilon": eps, "runs": runs,
         "mean": tau.mean(), "std": tau.std(ddof=1) if runs > 1 else 0.0, "median": float(np.median(tau)),
         "q90": float(np.quantile(tau, 0.9)), "cut": int(np.sum(~res.stopped)), "errors": err,
         "error_rate": err / runs, "error_cp95_low": lo, "error_cp95_high": hi,
@@ -93,16 +111,40 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: tuple[
     }
 
 
+def paper_budget_point(eps: float, runs: int, seed: tuple[int, ...], forced_exploration: bool = False) -> dict[str, Any]:
+    """DP-TT's sampling rule on μ1 run to the paper's reported mean τ at ε: how often is its best arm wrong?
+
+    Runs that the provable rule stops earlier keep their (δ-correct)
+    recommendation; the others are cut at the paper's τ and scored on the
+    empirical best there. Evidence, not proof: a stopping rule with that mean
+    stopping time may stop later on hard runs.
+    """
+    import numpy as np
+
+    from dpglm.bai.top_two import DPTopTwo
+
+    budget = int(PAPER_DPTT_MU1[eps])
+    rng = np.random.default_rng(np.random.SeedSequence(list(seed)))
+    res = DPTopTwo(INSTANCES["mu1"], eps, DELTA, forced_exploration=forced_exploration).run(runs, rng, max_steps=budget)
+    wrong = int(np.sum(res.recommendations != res.best_arm))
+    lo, hi = _clopper_pearson(wrong, runs)
+    return {"instance": "mu1", "forced_exploration": forced_exploration, "epsilon": eps, "paper_tau": budget, "runs": runs,
+            "stopped_before": int(res.stopped.sum()), "steps": int(res.stopping_times.sum()), "wrong": wrong, "error_rate": wrong / runs,
+            "error_cp95_low": lo, "error_cp95_high": hi, "delta": DELTA, "seed": "-".join(map(str, seed))}
+
+
 def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(INSTANCES), figsize=(6 * len(INSTANCES), 4.5))
-    for ax, inst in zip(axes, INSTANCES):
+    fig, axes = plt.subplots(len(STOPPING), len(INSTANCES), figsize=(6 * len(INSTANCES), 4.5 * len(STOPPING)),
+                             squeeze=False)
+    for (fam, inst), ax in zip([(f, i) for f in STOPPING for i in INSTANCES], axes.ravel()):
         for alg in ALGORITHMS:
-            pts = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows if r["instance"] == inst and r["algorithm"] == alg)
+            pts = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows
+                         if r["instance"] == inst and r["algorithm"] == alg and r["stopping"] in (fam, "own"))
             if not pts:
                 continue
             e, m, s = (list(x) for x in zip(*pts))
@@ -115,9 +157,9 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
         ax.set_yscale("log")
         ax.set_xlabel("ε")
         ax.set_ylabel("stopping time τ (mean ± 2 std)")
-        ax.set_title(f"{inst} = {INSTANCES[inst]}, δ = {DELTA}")
+        ax.set_title(f"{fam} stopping — {inst} = {INSTANCES[inst]}, δ = {DELTA}", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -141,15 +183,27 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     grid = epsilon_grid(args.quick)
     tasks = []
-    for i, inst in enumerate(INSTANCES):
-        for a, alg in enumerate(ALGORITHMS):
-            for j, eps in enumerate(grid if alg != "EB-TCI" else [float("inf")]):
-                tasks.append((inst, alg, eps, runs, (args.seed, i, a, j), max_steps))
+    for f, fam in enumerate(STOPPING):
+        for i, inst in enumerate(INSTANCES):
+            for a, alg in enumerate(ALGORITHMS):
+                if alg == "DP-SE" and fam != STOPPING[0]:
+                    continue  # its rule is its own: simulated once, drawn in both families
+                for j, eps in enumerate(grid if alg != "EB-TCI" else [float("inf")]):
+                    tasks.append((inst, alg, eps, runs, (args.seed, f, i, a, j), max_steps, fam))
     tasks.sort(key=lambda t: t[2])  # the slow small-ε points first: better load balance
+    budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
     start = time.perf_counter()
-    it = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(delayed(run_point)(*t) for t in tasks)
-    rows = list(tqdm(it, total=len(tasks), desc="bai points", disable=args.no_progress))
+    jobs = [delayed(run_point)(*t) for t in tasks]
+    jobs += [delayed(paper_budget_point)(e, 10 * runs, (args.seed, 99, j, fe), bool(fe))
+             for j, e in enumerate(budget_eps) for fe in (0, 1)]
+    it = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(jobs)
+    results = list(tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress))
     wall = time.perf_counter() - start
+    rows = [r for r in results if "algorithm" in r]
+    for r in rows:
+        if r["algorithm"] == "DP-SE":
+            r["stopping"] = "own"
+    budget_rows = sorted((r for r in results if "paper_tau" in r), key=lambda r: (r["forced_exploration"], r["epsilon"]))
     example = next((r["ledger_example"] for r in rows if r["ledger_example"]), "")
     (out / "bai_ledger_example.txt").write_text(example)
     for r in [r for r in rows if r["algorithm"] == "EB-TCI"]:  # non-private: one row per ε
@@ -163,14 +217,22 @@ def run(args: argparse.Namespace) -> int:
             rows.append({"instance": inst, "algorithm": "lower bound", "epsilon": eps, "mean": ts.lower_bound(DELTA),
                          "T_star": ts.value})
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "ledger_example"} for r in rows])
-    df = df.sort_values(["instance", "algorithm", "epsilon"])
+    df = df.sort_values(["stopping", "instance", "algorithm", "epsilon"], na_position="last")
     df.to_csv(out / "bai.csv", index=False)
     _plot([r for r in rows if r["algorithm"] != "lower bound"], bounds, out / "bai.png")
-    print(df[["instance", "algorithm", "epsilon", "mean", "median", "cut", "errors", "error_cp95_high"]]
+    print(df[["stopping", "instance", "algorithm", "epsilon", "mean", "median", "cut", "errors", "error_cp95_high"]]
           .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    total = int(df["steps"].fillna(0).sum())
+    total = int(sum(r["steps"] for r in results))  # before EB-TCI's rows are copied over the grid
+    if budget_rows:
+        budget = pd.DataFrame(budget_rows)
+        budget.to_csv(out / "bai_paper_budget.csv", index=False)
+        print("\nDP-TT (provable rule) on mu1 cut at the paper's reported mean stopping time:")
+        print(budget[["forced_exploration", "epsilon", "paper_tau", "runs", "stopped_before", "wrong", "error_rate",
+                      "error_cp95_low"]]
+              .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     print(f"wall time {wall:.1f} s for {total:.3g} simulated steps ({total / wall:.3g} steps/s), n_jobs={args.n_jobs}")
-    print(f"wrote {out / 'bai.csv'}, {out / 'bai.png'}, {out / 'bai_ledger_example.txt'}")
+    print(f"wrote {out / 'bai.csv'}, {out / 'bai.png'}, {out / 'bai_ledger_example.txt'}"
+          + (f", {out / 'bai_paper_budget.csv'}" if budget_rows else ""))
     if not np.all(df["ledger_eps_max"].dropna() <= df.loc[df["ledger_eps_max"].notna(), "epsilon"] * (1 + 1e-12)):
         print("WARNING: a ledger reports more than ε")
         return 1

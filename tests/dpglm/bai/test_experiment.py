@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dpglm.experiments.bai import epsilon_grid, run_point
+from dpglm.experiments.bai import epsilon_grid, paper_budget_point, run_point
 
 
 def test_epsilon_grid_is_the_papers():
@@ -22,3 +22,16 @@ def test_run_point_row():
     # Clopper–Pearson upper limit for 0 errors in 5 runs: 1 − 0.025^{1/5}
     assert row["error_cp95_high"] == pytest.approx(1 - 0.025 ** (1 / 5))
     assert math.isfinite(row["mean"]) and row["mean"] > 0
+
+
+def test_run_point_rejects_an_unknown_stopping_family():
+    with pytest.raises(ValueError, match="stopping family"):
+        run_point("mu2", "DP-TT", 1.0, 2, (0,), 10**5, stopping="oracle")
+
+
+def test_paper_budget_point_scores_every_run():
+    """Cut runs are scored on their empirical best, so every run counts: errors within [0, runs]."""
+    row = paper_budget_point(0.1, 20, (0, 1))
+    assert row["paper_tau"] == 11400 and row["runs"] == 20
+    assert 0 <= row["wrong"] <= 20 and row["error_cp95_low"] <= row["error_rate"] <= row["error_cp95_high"]
+    assert row["stopped_before"] <= 20
