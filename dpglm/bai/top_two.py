@@ -2,11 +2,11 @@
 
 :class:`DPTopTwo` (DP-TT, Jourdan & Azize 2025, §5 and Alg. 1),
 :class:`EBTopTwo` (EB-TCI, non-private; Jourdan et al. 2022), and the
-AdaP-TT baselines :class:`AdaPTT` / :class:`AdaPTTStar` (Azize et al. 2023;
-thesis forms reconstructed in ``../shared/BAI.md``) share one engine.
+AdaP-TT baselines :class:`AdaPTT` / :class:`AdaPTTStar` (Azize et al. 2023, as
+its authors ran it; AdaP-TT⋆'s challenger reconstructed) share one engine.
 
 Sampling rule (every step): leader B = empirical best of the (clipped) private
-means with random tie-breaking; TCI challenger C = argmin_{a≠B} cost(B, a, μ̃,
+means with random tie-breaking (AdaP-TT: a private UCB index); TCI challenger C = argmin_{a≠B} cost(B, a, μ̃,
 N) + log N_a with the true counts N; β-tracking: pull B if N^B_B ≤ β·L_B
 (L_B: rounds B was leader, this one included), else C (paper Alg. 1 lines 5–9).
 
@@ -407,7 +407,7 @@ class AdaPTT(_TopTwo):
     Lap(1/(ε·Ñ)) (``GeometricBatchMean(forget=True)``, η = 1). Leader: the
     private UCB index μ̃_a + log t_c/(εÑ_a) + √(log t_c/(2Ñ_a)), t_c the samples
     behind completed episodes (the empirical best until every arm has one).
-    Challenger: argmin_{a≠B} (μ̃_B − μ̃_a + κ(t_c))/√(1/N_B + 1/N_a), κ(t) = 1/(1 + √t),
+    Challenger: argmin_{a≠B} (μ̃_B − μ̃_a + κ(t))/√(1/N_B + 1/N_a), κ(t) = 1/(1 + √t),
     true counts N. Recommendation and stopping use the empirical best ã.
     Stopping, ``threshold="provable"`` (default; derived here): stop when
     μ̃_ã − h_ã − l_ã > max_{a≠ã} μ̃_a + h_a + l_a, with h = √(log(4/δ_k)/(2Ñ))
@@ -416,7 +416,8 @@ class AdaPTT(_TopTwo):
     authors' empirical rule, ½(μ̃_ã − μ̃_a)²/(1/Ñ_ã + 1/Ñ_a) > log(1/δ) + log(1 + log Ñ_ã)
     + log(1 + log Ñ_a) + (1/Ñ_ã + 1/Ñ_a)·log(1/δ)²/ε², with no guarantee.
     Deviation: the leader/challenger mix is the engine's β-tracking rather than
-    a β-coin (same allocation in the limit); κ uses t_c at the block start.
+    a β-coin (same allocation in the limit); κ(t) takes the round t at the block
+    start (the authors pass t_c, at most a factor 2 smaller).
     """
 
     forget = True
