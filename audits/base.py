@@ -142,6 +142,17 @@ def huge_budget_account(currency: str):
     return Ledger(budgets[currency]).root
 
 
+#: Attributes an audit may be given after construction that a rebuilt copy keeps.
+_SETTINGS = ("chunk", "compute_engine", "n_jobs", "name")
+
+
+def _rebuild(cls: type, args: tuple, kwargs: dict, settings: dict) -> Audit:
+    """An audit built afresh from its constructor arguments (its ledgers are new), then ``settings``."""
+    audit = cls(*args, **kwargs)
+    audit.__dict__.update(settings)
+    return audit
+
+
 def _check_runs(runs: object, name: str = "runs", minimum: int = 10) -> int:
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(runs).__name__}")
@@ -179,6 +190,24 @@ class Audit(ABC):
         Shape ``(runs,)`` for one statistic or ``(runs, len(statistics))``;
         higher scores are evidence for ``D1``.
         """
+
+    def __new__(cls, *args: object, **kwargs: object) -> Audit:
+        audit = super().__new__(cls)
+        audit._recipe = (args, kwargs)  # how to rebuild it in a worker (see __reduce__)
+        return audit
+
+    def __reduce__(self) -> tuple:
+        """Pickle the recipe, never the state (docs/engine.md, "what a task carries").
+
+        An audit holds mechanisms charged to its own huge-budget ledger, and a
+        ledger that has been charged must not be copied (two copies could each
+        spend the same budget). A worker therefore rebuilds the audit from its
+        constructor arguments, with fresh ledgers of its own, and gets back the
+        engine settings set after construction (``chunk``, ``compute_engine``,
+        ``n_jobs``, ``name``).
+        """
+        settings = {key: self.__dict__[key] for key in _SETTINGS if key in self.__dict__}
+        return _rebuild, (type(self), *self._recipe, settings)
 
     def parameters(self) -> dict:
         """The audit's settings, recorded with its result."""

@@ -2,13 +2,15 @@
 numbers; dask, when missing, fails naming what to install."""
 
 import operator
+import pickle
 import sys
 
 import numpy as np
 import pytest
 
 from audits.engine import engine_session, map_chunks, require_engine
-from audits.noise import LaplaceAudit
+from audits.noise import GaussianAudit, LaplaceAudit
+from audits.tree import TreeAudit
 from dpglm.cli import main
 
 
@@ -69,3 +71,32 @@ def test_bad_engine_arguments():
         map_chunks(operator.neg, [1], engine="spark")
     with pytest.raises(ValueError, match="n_jobs"):
         map_chunks(operator.neg, [1], n_jobs=0)
+
+
+@pytest.fixture
+def ledgers_unpicklable(monkeypatch):
+    """Pickling any Ledger raises TypeError, as a journalled or charged one must."""
+    from accounting import Ledger
+
+    def refuse(self):
+        raise TypeError("a Ledger is never pickled")
+
+    monkeypatch.setattr(Ledger, "__getstate__", refuse)
+
+
+@pytest.mark.parametrize("build", [lambda: TreeAudit(1.0, horizon=8), lambda: GaussianAudit(2.0),
+                                   lambda: LaplaceAudit(1.0)])
+def test_an_audit_is_pickled_as_its_recipe_without_its_ledger(build, ledgers_unpicklable):
+    audit = build()
+    audit.chunk, audit.n_jobs = 40, 2
+    copy = pickle.loads(pickle.dumps(audit))  # would raise if a charged ledger travelled along
+    assert (copy.chunk, copy.n_jobs, copy.name) == (40, 2, audit.name)
+    # The rebuilt audit is the same game: same scores on the same generator, same claim.
+    np.testing.assert_array_equal(copy.scores(1, 50, np.random.default_rng(3)),
+                                  audit.scores(1, 50, np.random.default_rng(3)))
+    assert copy.claim() == audit.claim()
+    # Several chunks over two joblib workers: the numbers of the in-process chunks.
+    sizes = [40, 40, 20]
+    expected = np.concatenate([audit.scores(0, n, g).reshape(n, -1)
+                               for n, g in zip(sizes, np.random.default_rng(4).spawn(3))])
+    np.testing.assert_array_equal(audit.sample(0, 100, np.random.default_rng(4)), expected)
