@@ -9,6 +9,16 @@ max_b μ̃_b − μ̃_a > 2(h_e + c_e), h_e = √(log(8|S|e²/δ)/(2R_e)),
 c_e = log(4|S|e²/δ)/(R_e ε) (``../shared/BAI.md``, "Baselines"). Epochs use
 disjoint samples, so each epoch's release is charged ``PureDP(ε)`` with the
 partition key ``"epoch=e"``: the whole run costs ε by parallel composition.
+
+``mean="cumulative-count"`` is the variant in the authors' public experiment
+code (achraf-azize/DP-BAI, ``algorithms/dp_se.py``, read for facts only): the
+epoch's sums are reset but divided by the arm's *cumulative* count n_e = Σ_{j≤e} R_j,
+and the noise stays Lap(1/(εR_e)), i.e. μ̃ = S_e/n_e + Lap(1/(εR_e)). Since R_e
+roughly doubles per epoch (ε-dominated regime), S_e/n_e ≈ μ/2: every gap is
+about halved while the width 2(h_e + c_e) is not, so elimination comes about
+one to two epochs later. It is released here as the vector (R_e/n_e)·S_e of
+sensitivity R_e/n_e ≤ 1 with Lap(1/ε) per coordinate and divided by R_e — the
+same distribution, and still ε-DP per epoch (over-noised, as in the authors' code).
 """
 
 from __future__ import annotations
@@ -34,15 +44,23 @@ class DPSE:
         Privacy budget ε > 0 of each run.
     delta : float
         Confidence δ ∈ (0, 1).
+    mean : {"fresh", "cumulative-count"}, default "fresh"
+        ``"fresh"``: the epoch's fresh sum over R_e, as specified by Sajed &
+        Sheffet (2019). ``"cumulative-count"``: the fresh sum over the cumulative
+        count, as in the authors' public experiment code (module docstring).
     """
 
-    def __init__(self, mu: ArrayLike, epsilon: float, delta: float) -> None:
+    MEANS = ("fresh", "cumulative-count")
+
+    def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, mean: str = "fresh") -> None:
         self.mu = _check_mu(mu)
         if not (isinstance(epsilon, (int, float, np.floating)) and 0 < epsilon < np.inf):
             raise ValueError(f"epsilon must be in (0, inf), got {epsilon!r}")
         if not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        self.epsilon, self.delta = float(epsilon), float(delta)
+        if mean not in self.MEANS:
+            raise ValueError(f"mean must be one of {self.MEANS}, got {mean!r}")
+        self.epsilon, self.delta, self.mean = float(epsilon), float(delta), mean
 
     def epoch_length(self, epoch: np.ndarray, n_active: np.ndarray) -> np.ndarray:
         """R_e for epoch e with |S| active arms (Sajed & Sheffet 2019, Alg. DP-SE)."""
@@ -65,6 +83,7 @@ class DPSE:
         mechs = [LaplaceMechanism(l.root, 1.0, noise_rng, cost=PureDP(self.epsilon)) for l in ledgers]
         active = np.ones((R, K), dtype=bool)
         t = np.zeros(R, dtype=np.int64)
+        pulled = np.zeros(R, dtype=np.int64)  # per active arm: Σ_{j≤e} R_j (the same for every active arm)
         running = np.ones(R, dtype=bool)
         e = 0
         while running.any():
@@ -73,10 +92,13 @@ class DPSE:
             size = active[rows].sum(axis=1)
             r_e = self.epoch_length(np.full(rows.size, e), size)
             sums = env_rng.binomial(np.where(active[rows], r_e[:, None], 0), self.mu).astype(float)
+            pulled[rows] += r_e
+            # "cumulative-count": release (R_e/n_e)·S_e (sensitivity R_e/n_e ≤ 1), so that /R_e gives S_e/n_e + Lap(1/(εR_e))
+            scaled = sums if self.mean == "fresh" else sums * (r_e / pulled[rows])[:, None]
             noisy = np.empty_like(sums)
             for j, r in enumerate(rows):  # one Laplace release of the epoch's sums per run
                 arms = np.nonzero(active[r])[0]
-                rel = mechs[r].release(sums[j, arms], partition=f"epoch={e}", note="DP-SE epoch sums")
+                rel = mechs[r].release(scaled[j, arms], partition=f"epoch={e}", note=f"DP-SE epoch sums ({self.mean})")
                 noisy[j] = -np.inf
                 noisy[j, arms] = np.asarray(rel.value) / r_e[j]
             t[rows] += size * r_e

@@ -31,7 +31,10 @@ INSTANCES = {
     "mu1": (0.95, 0.9, 0.9, 0.9, 0.5),
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
-ALGORITHMS = ("DP-TT", "DP-TT (forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI")
+ALGORITHMS = ("DP-TT", "DP-TT (forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
+              "DP-SE (cumulative count)")  # new names go last: the seeds index this tuple
+#: algorithms whose stopping rule is their own: simulated once, drawn in both families
+OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
 DELTA = 0.01
 #: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``../shared/BAI.md``)
@@ -73,6 +76,8 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         return AdaPTTStar(mu, eps, DELTA, threshold=stopping)
     if name == "DP-SE":
         return DPSE(mu, eps, DELTA)
+    if name == "DP-SE (cumulative count)":  # the authors' public experiment code
+        return DPSE(mu, eps, DELTA, mean="cumulative-count")
     if name == "EB-TCI":
         return EBTopTwo(mu, DELTA, threshold=stopping)
     raise ValueError(f"unknown algorithm {name!r}; allowed: {ALGORITHMS}")
@@ -186,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     for f, fam in enumerate(STOPPING):
         for i, inst in enumerate(INSTANCES):
             for a, alg in enumerate(ALGORITHMS):
-                if alg == "DP-SE" and fam != STOPPING[0]:
+                if alg in OWN_RULE and fam != STOPPING[0]:
                     continue  # its rule is its own: simulated once, drawn in both families
                 for j, eps in enumerate(grid if alg != "EB-TCI" else [float("inf")]):
                     tasks.append((inst, alg, eps, runs, (args.seed, f, i, a, j), max_steps, fam))
@@ -201,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - start
     rows = [r for r in results if "algorithm" in r]
     for r in rows:
-        if r["algorithm"] == "DP-SE":
+        if r["algorithm"] in OWN_RULE:
             r["stopping"] = "own"
     budget_rows = sorted((r for r in results if "paper_tau" in r), key=lambda r: (r["forced_exploration"], r["epsilon"]))
     example = next((r["ledger_example"] for r in rows if r["ledger_example"]), "")
