@@ -1,17 +1,20 @@
 """accounting: the privacy ledger, the only code that knows what privacy costs.
 
 Public API (see DESIGN.md, accounting/): cost values :class:`PureDP`,
-:class:`ApproxDP`, :class:`ZCDP`; the :class:`Ledger` and its
+:class:`ApproxDP`, :class:`ZCDP`, :class:`GDP`; the :class:`Ledger` and its
 :class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`;
 conversions in :mod:`accounting.convert`.
 """
 
-from accounting import convert
-from accounting.costs import RELATIONS, ApproxDP, Cost, PureDP, ZCDP
+from accounting import convert, gdp
+from accounting.costs import GDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
 from accounting.journal import JournalBusyError, JournalMismatchError
 from accounting.ledger import Account, BudgetExceeded, Ledger, Receipt
 
 __all__ = [
+    "GDP",
+    "RELATIONS",
+    "ZCDP",
     "Account",
     "ApproxDP",
     "BudgetExceeded",
@@ -20,8 +23,7 @@ __all__ = [
     "JournalMismatchError",
     "Ledger",
     "PureDP",
-    "RELATIONS",
     "Receipt",
-    "ZCDP",
     "convert",
+    "gdp",
 ]

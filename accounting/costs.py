@@ -138,14 +138,61 @@ class ZCDP:
         return f"ZCDP(rho={float(self.rho):.6g})"
 
 
-Cost = Union[PureDP, ApproxDP, ZCDP]
-COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP)
+class GDP:
+    """μ-Gaussian differential privacy (Dong, Roth & Su 2022, §2). ``mu`` ∈ [0, ∞).
+
+    Stored exactly as μ² (:attr:`mu_squared`, a Fraction), the quantity a gdp
+    account sums (Σμᵢ² ≤ μ_max², Smith & Thakurta 2022); ``mu`` is read as
+    printed like every cost field. A Gaussian mechanism with L2 sensitivity Δ
+    and std σ is (Δ/σ)-GDP. :meth:`from_mu_squared` builds one from μ² (a
+    sum of squares need not be a square of a rational).
+    """
+
+    __slots__ = ("mu_squared",)
+    mu_squared: Fraction
+
+    def __init__(self, mu: Number) -> None:
+        exact = _nonnegative(mu, "mu")
+        object.__setattr__(self, "mu_squared", exact * exact)
+
+    @classmethod
+    def from_mu_squared(cls, mu_squared: Number) -> GDP:
+        """The μ-GDP cost with μ² = ``mu_squared`` (≥ 0, exact)."""
+        cost = cls.__new__(cls)
+        object.__setattr__(cost, "mu_squared", _nonnegative(mu_squared, "mu_squared"))
+        return cost
+
+    @property
+    def mu(self) -> float:
+        """μ as a float (√μ², rounded to nearest)."""
+        return math.sqrt(self.mu_squared)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("GDP is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GDP) and other.mu_squared == self.mu_squared
+
+    def __hash__(self) -> int:
+        return hash(("GDP", self.mu_squared))
+
+    def __reduce__(self):
+        return (GDP.from_mu_squared, (self.mu_squared,))
+
+    def __repr__(self) -> str:
+        return f"GDP(mu={self.mu:.6g})"
+
+    __str__ = __repr__
+
+
+Cost = Union[PureDP, ApproxDP, ZCDP, GDP]
+COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP, GDP)
 
 
 def check_cost(cost: object, name: str = "cost") -> Cost:
-    """Return ``cost`` if it is a PureDP, ApproxDP or ZCDP, else raise ``TypeError``."""
+    """Return ``cost`` if it is a PureDP, ApproxDP, ZCDP or GDP, else raise ``TypeError``."""
     if not isinstance(cost, COST_TYPES):
-        raise TypeError(f"{name} must be PureDP, ApproxDP or ZCDP, got {type(cost).__name__}")
+        raise TypeError(f"{name} must be PureDP, ApproxDP, ZCDP or GDP, got {type(cost).__name__}")
     return cost  # type: ignore[return-value]
 
 
@@ -155,6 +202,8 @@ def cost_to_dict(cost: Cost) -> dict[str, str]:
         return {"type": "pure", "eps": str(cost.eps)}
     if isinstance(cost, ApproxDP):
         return {"type": "approx", "eps": str(cost.eps), "delta": str(cost.delta)}
+    if isinstance(cost, GDP):
+        return {"type": "gdp", "mu_squared": str(cost.mu_squared)}
     return {"type": "zcdp", "rho": str(cost.rho), "delta": str(cost.delta)}
 
 
@@ -167,4 +216,6 @@ def cost_from_dict(data: dict[str, str]) -> Cost:
         return ApproxDP(Fraction(data["eps"]), Fraction(data["delta"]))
     if kind == "zcdp":
         return ZCDP(Fraction(data["rho"]), Fraction(data["delta"]))
-    raise ValueError(f"cost type must be 'pure', 'approx' or 'zcdp', got {kind!r}")
+    if kind == "gdp":
+        return GDP.from_mu_squared(Fraction(data["mu_squared"]))
+    raise ValueError(f"cost type must be 'pure', 'approx', 'zcdp' or 'gdp', got {kind!r}")

@@ -43,14 +43,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, Union
 
-from accounting import convert
+from accounting import convert, gdp
 from accounting.costs import (
+    GDP,
+    ZCDP,
     ApproxDP,
     Cost,
     Number,
     PureDP,
     Relation,
-    ZCDP,
     as_fraction,
     check_cost,
     check_relation,
@@ -59,8 +60,8 @@ from accounting.costs import (
 )
 from accounting.journal import Journal, JournalMismatchError
 
-Currency = Literal["pure", "approx", "zcdp"]
-CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp")
+Currency = Literal["pure", "approx", "zcdp", "gdp"]
+CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp", "gdp")
 PartitionKey = Union[str, int, None]
 Vector = tuple[Fraction, Fraction]
 _ZERO: Vector = (Fraction(0), Fraction(0))
@@ -68,8 +69,9 @@ _ZERO: Vector = (Fraction(0), Fraction(0))
 #: Which child currencies a parent currency can fund (see module docstring).
 _FUNDABLE: dict[str, tuple[str, ...]] = {
     "pure": ("pure",),
-    "approx": ("approx", "pure", "zcdp"),
+    "approx": ("approx", "pure", "zcdp", "gdp"),
     "zcdp": ("zcdp",),
+    "gdp": ("gdp",),
 }
 
 
@@ -136,6 +138,8 @@ def _as_cost(vector: Vector, currency: str) -> Cost:
         return PureDP(vector[0])
     if currency == "approx":
         return ApproxDP(vector[0], vector[1])
+    if currency == "gdp":
+        return GDP.from_mu_squared(vector[0])
     return ZCDP(vector[0], vector[1])
 
 
@@ -149,6 +153,8 @@ def _currency_of(cost: Cost) -> Currency:
         return "pure"
     if isinstance(cost, ApproxDP):
         return "approx"
+    if isinstance(cost, GDP):
+        return "gdp"
     return "zcdp"
 
 
@@ -164,6 +170,8 @@ def _to_relation(cost: Cost, relation: str, ledger_relation: str) -> Cost:
     # add_remove → replace_one: group privacy with k = 2.
     if isinstance(cost, PureDP):
         return PureDP(2 * cost.eps)
+    if isinstance(cost, GDP):  # group privacy for GDP: k·μ (Dong, Roth & Su 2022, §2)
+        return GDP.from_mu_squared(4 * cost.mu_squared)
     if isinstance(cost, ZCDP):
         if cost.delta:
             raise ValueError("approximate zCDP (delta > 0) under add_remove cannot be restated as replace_one")
@@ -219,9 +227,19 @@ def _in_currency(cost: Cost, currency: str, path: str) -> Vector:
     """The cost as a spend vector of ``currency``; TypeError where the math forbids it."""
     if isinstance(cost, ApproxDP) and cost.delta == 0:
         cost = PureDP(cost.eps)
+    if isinstance(cost, GDP):
+        if currency == "gdp":
+            return (cost.mu_squared, Fraction(0))
+        if currency == "zcdp":  # μ-GDP is dominated by a Gaussian pair, whose Rényi divergences are αμ²/2
+            return (cost.mu_squared / 2, Fraction(0))
+        raise TypeError(f"account {path!r} ({currency}) cannot take a GDP charge ({cost}): pick a point of its "
+                        "(eps, delta) curve and charge ApproxDP, or charge it in a gdp or zcdp account")
     if isinstance(cost, PureDP):
         if currency == "zcdp":
             return (cost.eps * cost.eps / 2, Fraction(0))
+        if currency == "gdp":
+            mu = gdp.pure_to_gdp_certified(cost.eps)
+            return (mu * mu, Fraction(0))
         return (cost.eps, Fraction(0))
     if isinstance(cost, ApproxDP):
         if currency == "approx":
@@ -401,10 +419,11 @@ class Account:
         ----------
         weights : mapping name → positive real
             Child names (non-empty, no ``/``) and their weights.
-        currency : mapping name → {"pure", "approx", "zcdp"}, optional
+        currency : mapping name → {"pure", "approx", "zcdp", "gdp"}, optional
             Per-child currency; default is this account's currency. An approx
-            account funds approx, pure and zCDP children; a pure account pure
-            ones; a zCDP account zCDP ones.
+            account funds approx, pure, zCDP and GDP children; a pure account pure
+            ones; a zCDP account zCDP ones; a GDP account GDP ones. A GDP child
+            of an (ε, δ) share gets the largest μ meeting it (certified), μ_max².
 
         Returns
         -------
@@ -486,9 +505,12 @@ class Account:
             return share, share
         if currency == "pure":  # pure child of an approx account: delta stays here
             return (share[0], Fraction(0)), (share[0], Fraction(0))
-        # zCDP child of an approx account.
+        # zCDP or GDP child of an approx account.
         if share[1] <= 0:
-            raise ValueError(f"currency[{name!r}]='zcdp' needs a delta > 0 in its (eps, delta) share")
+            raise ValueError(f"currency[{name!r}]={currency!r} needs a delta > 0 in its (eps, delta) share")
+        if currency == "gdp":  # the largest μ meeting the share, exactly (certified)
+            mu_max = gdp.approx_to_gdp_certified(share[0], share[1])
+            return share, (mu_max * mu_max, Fraction(0))
         rho_max = convert.approx_to_zcdp_certified(share[0], share[1])
         return share, (rho_max, Fraction(0))
 
@@ -519,11 +541,12 @@ class Account:
         assert parent is not None
         if self.currency == parent.currency or self.currency == "pure":
             return used
-        # zCDP child of an approx account: CKS conversion at the child's delta share, capped by
-        # the eps share (rho_max was certified to meet it at one Renyi order).
+        # zCDP (GDP) child of an approx account: CKS (exact tradeoff) conversion at the child's delta
+        # share, capped by the eps share (the budget was certified to meet it).
         if used == _ZERO:
             return _ZERO
-        eps = min(self._share[0], convert.zcdp_to_approx_certified(used[0], self._share[1]))
+        to_approx = gdp.gdp_to_approx_certified if self.currency == "gdp" else convert.zcdp_to_approx_certified
+        eps = min(self._share[0], to_approx(used[0], self._share[1]))
         return (eps, self._share[1])
 
     @property
@@ -545,7 +568,7 @@ class Account:
             if self.currency == "approx":
                 used = self._used_vector()
                 return ApproxDP(used[0], used[1])
-            if self.parent is None or self.parent.currency == "zcdp":
+            if self.parent is None or self.parent.currency in ("zcdp", "gdp"):
                 return None
             eps, delta = self._used_in_parent()
             return ApproxDP(eps, delta)
@@ -598,9 +621,9 @@ class Ledger:
                  relation: Relation = "replace_one") -> None:
         check_cost(budget, "budget")
         check_relation(relation)
-        first = budget.rho if isinstance(budget, ZCDP) else budget.eps
+        first = budget.rho if isinstance(budget, ZCDP) else budget.mu_squared if isinstance(budget, GDP) else budget.eps
         if first <= 0:
-            raise ValueError(f"budget must be positive (eps > 0 or rho > 0), got {budget}")
+            raise ValueError(f"budget must be positive (eps > 0, rho > 0 or mu > 0), got {budget}")
         self.relation = relation
         self._lock = threading.RLock()
         self._seq = 0
@@ -734,10 +757,12 @@ class Ledger:
             if self.currency == "approx":
                 return ApproxDP(used[0], used[1])
             if delta is None:
-                raise ValueError("delta is required for the guarantee of a zCDP budget: pass delta in (0, 1)")
+                raise ValueError(f"delta is required for the guarantee of a {self.currency} budget: pass delta in (0, 1)")
             target = as_fraction(delta, "delta")
             if not used[1] < target < 1:
                 raise ValueError(f"delta must lie in ({float(used[1])}, 1) (above the zCDP delta spent), got {delta}")
+            if self.currency == "gdp":
+                return ApproxDP(gdp.gdp_to_approx_certified(used[0], target), target)
             return ApproxDP(convert.zcdp_to_approx_certified(used[0], target - used[1]), target)
 
     def report(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from accounting.costs import ApproxDP, Cost, PureDP, ZCDP
+from accounting.costs import GDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
     from accounting.ledger import Account, Ledger
@@ -26,6 +26,8 @@ def format_cost(cost: Cost | None) -> str:
         return f"ε={float(cost.eps):.6g}"
     if isinstance(cost, ApproxDP):
         return f"ε={float(cost.eps):.6g} δ={float(cost.delta):.4g}"
+    if isinstance(cost, GDP):
+        return f"μ={cost.mu:.6g}"
     text = f"ρ={float(cost.rho):.6g}"
     return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
 
@@ -40,18 +42,23 @@ def cost_json(cost: Cost | None) -> dict[str, Any] | None:
     elif isinstance(cost, ApproxDP):
         fields = {"eps": cost.eps, "delta": cost.delta}
         kind = "approx"
+    elif isinstance(cost, GDP):
+        fields = {"mu_squared": cost.mu_squared}
+        kind = "gdp"
     else:
         assert isinstance(cost, ZCDP)
         fields = {"rho": cost.rho, "delta": cost.delta}
         kind = "zcdp"
     out: dict[str, Any] = {"type": kind}
     out.update({key: float(value) for key, value in fields.items()})
+    if isinstance(cost, GDP):
+        out["mu"] = cost.mu
     out["exact"] = {key: str(value) for key, value in fields.items()}
     return out
 
 
 def _guarantee(ledger: Ledger) -> Cost | None:
-    return None if ledger.currency == "zcdp" else ledger.guarantee()
+    return None if ledger.currency in ("zcdp", "gdp") else ledger.guarantee()
 
 
 def render_text(ledger: Ledger) -> str:
