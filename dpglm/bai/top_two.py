@@ -35,14 +35,17 @@ with tied sub-optimal arms (μ1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
 from dpglm.bai.divergences import _d_plus, _transport_cost
+from dpglm.bai.mixture_threshold import MixtureThreshold, laplace_log_mgf
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.geometric import GeometricBatchMean
+from mechanisms.noise import laplace_scale_for
 
 __all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "AdaPTT", "AdaPTTStar", "tracking_pulls"]
 
@@ -189,6 +192,9 @@ class _TopTwo:
 
     private = True
     forget = False
+    #: "provable" = "mixture" (time-uniform pair threshold, the default) for DP-TT; "phase-union" the
+    #: per-arm union over phases; "gamma" its closed form; "heuristic" unproven (figure comparison)
+    THRESHOLDS = ("provable", "mixture", "phase-union", "gamma", "heuristic")
 
     def __init__(
         self,
@@ -213,12 +219,18 @@ class _TopTwo:
             raise ValueError(f"beta must be in (0, 1), got {beta!r}")
         if not 0 < block_fraction <= 1:
             raise ValueError(f"block_fraction must be in (0, 1], got {block_fraction!r}")
-        if threshold not in ("provable", "gamma", "heuristic"):
-            raise ValueError(f"threshold must be 'provable', 'gamma' or 'heuristic', got {threshold!r}")
+        if threshold not in self.THRESHOLDS:
+            raise ValueError(f"threshold must be one of {self.THRESHOLDS}, got {threshold!r}")
         self.delta, self.beta, self.eta, self.block_fraction = float(delta), float(beta), float(eta), block_fraction
         k = self.mu.size
-        self.threshold = {"provable": LaplaceTailThreshold, "gamma": GammaThreshold,
-                          "heuristic": HeuristicThreshold}[threshold](k, delta)
+        if threshold in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
+            # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb)
+            kappa = max(1.0, self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0))
+            self.threshold = MixtureThreshold(k, delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
+        else:
+            self.threshold = {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
+                              "phase-union": LaplaceTailThreshold, "gamma": GammaThreshold,
+                              "heuristic": HeuristicThreshold}[threshold](k, delta)
 
     # -- sampling and stopping rules (overridden by AdaP-TT) ---------------------------
     def _challenger_cost(self, m_lead, m, n_lead, n):
@@ -240,10 +252,14 @@ class _TopTwo:
         """GLR: C*_ε(ã, a, μ̃, Ñ) > c(ã) + c(a) for every a ≠ ã (paper §4)."""
         m = est.means()[rows]
         nt = est.phase_counts[rows].astype(float)
-        c = self.threshold(est.phases[rows], nt)
         i = np.arange(len(rows))
         z = _transport_cost(m[i, lead][:, None], m, nt[i, lead][:, None], nt, self.epsilon)
-        margin = z - c - c[i, lead][:, None]
+        if getattr(self.threshold, "pairwise", False):  # c(k_ã, k_a), time-uniform (docs/bai-threshold.md)
+            k = est.phases[rows]
+            margin = z - self.threshold(k[i, lead][:, None], k)
+        else:
+            c = self.threshold(est.phases[rows], nt)
+            margin = z - c - c[i, lead][:, None]
         margin[i, lead] = np.inf
         return np.all(margin > 0, axis=1)
 

@@ -94,3 +94,14 @@ def test_scalar_transport_cost_at_a_branch_boundary():
     x = np.linspace(0.0, 1.0, 200_001)
     brute = (d_minus(np.ones_like(x), x, 215.0) + d_plus(np.zeros_like(x), x, 215.0)).min()
     assert float(transport_cost(1.0, 0.0, 1.0, 1.0, 215.0)) == pytest.approx(brute, rel=1e-9)
+
+
+def test_d_minus_is_the_chernoff_supremum_capped_at_eps():
+    """d⁻_ε(m, μ) = sup_{0≤λ≤ε} [λm − log(1 − μ + μe^λ)] (docs/bai-threshold.md, Lemma 2), on a λ grid."""
+    from dpglm.bai.divergences import d_minus
+
+    lam_unit = np.linspace(0.0, 1.0, 200_001)
+    for m, mu, eps in [(0.9, 0.5, 0.01), (0.95, 0.9, 1e-3), (0.6, 0.5, 5.0), (1.0, 0.3, 0.5), (0.2, 0.4, 1.0)]:
+        lam = eps * lam_unit
+        ref = np.max(lam * m - np.log1p(mu * np.expm1(lam)))
+        assert float(d_minus(m, mu, eps)) == pytest.approx(ref, rel=1e-6, abs=1e-12)

@@ -1,0 +1,107 @@
+"""The time-uniform pair threshold (docs/bai-threshold.md): its numerical lower bound and a Monte Carlo check.
+
+The Monte Carlo check drives the real :class:`mechanisms.geometric.GeometricBatchMean`
+(so it covers whatever noise the estimator actually draws) over a grid of means and
+privacy levels, and counts runs in which *some* pair of phases (k_a, k_b) — every
+combination, i.e. any sampling rule — has Ñ_a d⁻_ε(μ̃_a, μ_a) + Ñ_b d⁺_ε(μ̃_b, μ_b) > c(k_a, k_b).
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import beta as beta_dist
+
+from accounting import Ledger, PureDP
+from dpglm.bai.divergences import d_minus, d_plus
+from dpglm.bai.mixture_threshold import MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
+from dpglm.bai.thresholds import LaplaceTailThreshold
+from mechanisms.geometric import GeometricBatchMean
+
+
+def _log_phi_reference(f, k, n, eps, w0=0.5):
+    """min over a fine u grid of log(w0 + (1 − w0) J(u, F)), J by a dense trapezoid rule (independent of the table)."""
+    u_min = min(1.0, np.sqrt(8 * f / n) / eps)
+    v = np.linspace(0.0, 60.0, 600_001)
+    best = np.inf
+    for u in np.unique(np.concatenate([np.geomspace(u_min, 1.0, 25), [1.0]])):
+        th = u * np.exp(-v)
+        y = np.exp(f * (np.exp(-v) - 1)) * np.clip(1 - th * th, 0, None) ** k / (1 + np.log(1 / u) + v) ** 2
+        best = min(best, np.logaddexp(np.log(w0), np.log1p(-w0) + f + np.log(np.trapezoid(y, v))))
+    return best
+
+
+@pytest.mark.parametrize("eps,k", [(1e-3, 20), (0.1, 8), (10.0, 12)])
+def test_table_is_below_the_quadrature_of_the_mixture(eps, k):
+    th = MixtureThreshold(5, 0.01, eps)
+    g = th.log_phi_lower(k)
+    n = th.points[k - 1]
+    for f in (2.0, 10.0, 30.0, 60.0):
+        ref = _log_phi_reference(f, k, n, eps)
+        got = g[np.searchsorted(th.f, f)]
+        assert got <= ref + 1e-6  # a lower bound ...
+        assert got >= ref - 0.35  # ... and not a loose one (grid losses only)
+
+
+def test_pair_threshold_is_below_two_per_arm_union_thresholds_and_symmetric():
+    th = MixtureThreshold(5, 0.01, 1e-3)
+    old = LaplaceTailThreshold(5, 0.01)
+    for k in (3, 10, 22):
+        assert th.pair(k, k) < 0.75 * 2 * old(np.array([k]))[0]
+    assert th.pair(4, 9) == th.pair(9, 4)
+    np.testing.assert_array_equal(th(np.array([[4]]), np.array([9, 4])), [[th.pair(4, 9), th.pair(4, 4)]])
+    # the level alone: no pair threshold can be below log((K − 1)/δ) minus the atom's log 2 per arm
+    assert th.pair(1, 1) > np.log(4 / 0.01) - 2 * np.log(2)
+    with pytest.raises(ValueError, match="epsilon"):
+        MixtureThreshold(5, 0.01, float("inf"))
+
+
+def test_discrete_laplace_mgf_tends_to_the_continuous_one_and_matches_its_series():
+    theta = np.array([0.1, 0.5, 0.9])
+    np.testing.assert_allclose(discrete_laplace_log_mgf(10**6)(theta), laplace_log_mgf()(theta), rtol=1e-6)
+    # t = 1, s = θ: log of Σ_z tanh(1/2) e^{−|z|} e^{sz}, summed directly
+    z = np.arange(-2000, 2001)
+    direct = [np.log(np.sum(np.tanh(0.5) * np.exp(-np.abs(z) + s * z))) for s in theta]
+    np.testing.assert_allclose(discrete_laplace_log_mgf(1)(theta), direct, rtol=1e-12)
+
+
+def _deviation_paths(mu, eps, runs, phases, rng):
+    """Ñ d⁻(μ̃, μ) and Ñ d⁺(μ̃, μ) at every phase k = 1..phases, from GeometricBatchMean's releases."""
+    ledgers = [Ledger(PureDP(eps)) for _ in range(runs)]
+    mech = GeometricBatchMean([l.root for l in ledgers], 1, eps, rng)
+    over = np.empty((runs, phases))
+    under = np.empty((runs, phases))
+    for k in range(phases):
+        add = (mech.next_refresh - mech.counts).astype(np.int64)
+        released = mech.observe(add, rng.binomial(add, mu).astype(float))
+        noisy = np.array([rel.value for _, _, rel in released])
+        n = mech.phase_counts[:, 0].astype(float)
+        m = np.clip(noisy / n, 0.0, 1.0)
+        over[:, k] = n * d_minus(m, np.full_like(m, mu), eps)
+        under[:, k] = n * d_plus(m, np.full_like(m, mu), eps)
+    return over, under
+
+
+def _crossing_runs(mu_a, mu_b, eps, delta, runs, phases, seed):
+    th = MixtureThreshold(2, delta, eps)
+    rng = np.random.default_rng(seed)
+    over, _ = _deviation_paths(mu_a, eps, runs, phases, rng)
+    _, under = _deviation_paths(mu_b, eps, runs, phases, rng)
+    k = np.arange(1, phases + 1)
+    c = th(k[:, None], k[None, :])  # every pair of phases: any sampling rule
+    excess = over[:, :, None] + under[:, None, :] - c[None]
+    return int(np.sum(excess.max(axis=(1, 2)) > 0))
+
+
+@pytest.mark.parametrize("eps", [pytest.param(0.01, marks=pytest.mark.slow), 1.0,
+                                 pytest.param(100.0, marks=pytest.mark.slow)])
+def test_monte_carlo_crossings_stay_below_delta(eps):
+    """K = 2, δ = 0.2: the crossing probability over all phase pairs up to 2^11 must not exceed δ.
+
+    The Clopper–Pearson 99% lower limit of the crossing rate must stay below δ.
+    Measured (600 runs): 0–4 crossings per mean pair at ε = 0.01, 1, 100; with the
+    threshold halved, 158 of 600 at ε = 1 and means (0, 1), which fails this test.
+    """
+    delta, runs = 0.2, 600
+    for s, (mu_a, mu_b) in enumerate([(0.0, 1.0), (0.5, 0.5), (0.05, 0.95), (0.9, 0.95)]):
+        hits = _crossing_runs(mu_a, mu_b, eps, delta, runs, 12, (int(eps * 100), s))
+        lo = 0.0 if hits == 0 else beta_dist.ppf(0.005, hits, runs - hits + 1)
+        assert lo < delta, (mu_a, mu_b, hits)
