@@ -213,24 +213,6 @@ class Audit(ABC):
         """The audit's settings, recorded with its result."""
         return {}
 
-    def _build_single(self) -> object:
-        """The one-run mechanism whose receipt states the claim, on its own :func:`huge_budget_account`."""
-        raise NotImplementedError(f"{type(self).__name__} has no single-run mechanism")
-
-    @property
-    def _single(self) -> object:
-        """:meth:`_build_single`, built once per process: a mechanism and its ledger are never pickled, so a
-        worker that receives this audit builds its own from the audit's parameters (its spec)."""
-        single = self.__dict__.get("_single_mechanism")
-        if single is None:
-            single = self.__dict__["_single_mechanism"] = self._build_single()
-        return single
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state.pop("_single_mechanism", None)
-        return state
-
     def sample(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
         """:meth:`scores` in chunks of at most ``chunk`` runs, as a ``(runs, len(statistics))`` array.
 

@@ -80,10 +80,8 @@ class DPSGDAudit(Audit):
         self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         self._zcdp = ZCDP
         self.chunk = 50_000
+        self._single = self._optimiser(huge_budget_account("zcdp"), 1.0, np.random.default_rng(0))
         self._single_plan = self._single.plan(rows, steps=steps, cost=ZCDP(self.rho))
-
-    def _build_single(self) -> object:
-        return self._optimiser(huge_budget_account("zcdp"), 1.0, np.random.default_rng(0))
 
     def _optimiser(self, account: object, clip: float, rng: np.random.Generator) -> object:
         return self.mechanism_class(account, linear_loss, rng, clip=clip, engine=self.engine)

@@ -95,10 +95,8 @@ class GaussianAudit(Audit):
         self.name = name
         self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         self._zcdp = ZCDP
-
-    def _build_single(self) -> object:
-        return self.mechanism_class(huge_budget_account("zcdp"), self.sensitivity, np.random.default_rng(0),
-                                    cost=self._zcdp(self.rho))
+        self._single = self.mechanism_class(huge_budget_account("zcdp"), self.sensitivity,
+                                            np.random.default_rng(0), cost=ZCDP(self.rho))
 
     def parameters(self) -> dict:
         return {"target_epsilon": self.epsilon, "delta": self.delta, "sensitivity": self.sensitivity,
@@ -144,10 +142,8 @@ class LaplaceAudit(Audit):
         self.mechanism_class = LaplaceMechanism if mechanism_class is None else mechanism_class
         self.name = name
         self._pure = PureDP
-
-    def _build_single(self) -> object:
-        return self.mechanism_class(huge_budget_account("pure"), self.sensitivity, np.random.default_rng(0),
-                                    cost=self._pure(Fraction(self.epsilon)))
+        self._single = self.mechanism_class(huge_budget_account("pure"), self.sensitivity,
+                                            np.random.default_rng(0), cost=PureDP(Fraction(self.epsilon)))
 
     def parameters(self) -> dict:
         return {"target_epsilon": self.epsilon, "sensitivity": self.sensitivity,

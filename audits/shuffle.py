@@ -64,13 +64,10 @@ class ShuffleBitSumAudit(Audit):
         self.shuffler = shuffle_messages if shuffler is None else shuffler
         self.name = name
         self._randomize = bitsum_randomize
-        self._bitsum = ShuffleBitSum
+        self._single = ShuffleBitSum(huge_budget_account("approx"), n_users, np.random.default_rng(0),
+                                     epsilon=self.epsilon, delta=self.delta)
         self.gamma = self._single.gamma
         self.chunk = max(100, 10_000_000 // n_users)
-
-    def _build_single(self) -> object:
-        return self._bitsum(huge_budget_account("approx"), self.n_users, np.random.default_rng(0),
-                            epsilon=self.epsilon, delta=self.delta)
 
     def parameters(self) -> dict:
         return {"epsilon": self.epsilon, "delta": self.delta, "n_users": self.n_users, "gamma": self.gamma,

@@ -67,11 +67,9 @@ class TreeAudit(Audit):
         self.name = name
         self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         self._zcdp = ZCDP
+        self._single = self.mechanism_class(huge_budget_account("zcdp"), horizon, (1,), self.sensitivity,
+                                            np.random.default_rng(0), cost=ZCDP(self.rho))
         self.chunk = max(1000, 50_000_000 // (horizon * 4))
-
-    def _build_single(self) -> object:
-        return self.mechanism_class(huge_budget_account("zcdp"), self.horizon, (1,), self.sensitivity,
-                                    np.random.default_rng(0), cost=self._zcdp(self.rho))
 
     def parameters(self) -> dict:
         return {"target_epsilon": self.epsilon, "delta": self.delta, "horizon": self.horizon,
