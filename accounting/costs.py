@@ -191,7 +191,10 @@ class GDP:
         return (GDP.from_mu_squared, (self.mu_squared,))
 
     def __repr__(self) -> str:
-        return f"GDP(mu={self.mu:.6g})"
+        square = self.mu_squared
+        if square == 0 or Fraction(1, 10**300) < square < 10**300:
+            return f"GDP(mu={self.mu:.6g})"
+        return f"GDP(mu={(Decimal(square.numerator) / Decimal(square.denominator)).sqrt().normalize():.6g})"  # no overflow
 
     __str__ = __repr__
 
