@@ -5,7 +5,6 @@ from their own submodules (``mechanisms.shuffle``, ``mechanisms.geometric``,
 ``mechanisms.optim``).
 """
 
-from mechanisms.base import Mechanism
 from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.release import Release
@@ -15,7 +14,6 @@ __all__ = [
     "BinaryTreeMechanism",
     "GaussianMechanism",
     "LaplaceMechanism",
-    "Mechanism",
     "Release",
     "SquareRootFactorizationMechanism",
 ]

@@ -29,7 +29,6 @@ import numpy as np
 
 from accounting import Account, PureDP
 from mechanisms.noise import laplace_scale_for
-from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator, check_positive
 
 __all__ = ["GeometricBatchMean", "refresh_points"]
@@ -62,7 +61,7 @@ def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
     return np.array(points, dtype=np.int64)
 
 
-class GeometricBatchMean(Mechanism):
+class GeometricBatchMean:
     """Per-arm running Laplace sums refreshed at geometric counts, for one or many runs.
 
     Parameters
@@ -91,8 +90,6 @@ class GeometricBatchMean(Mechanism):
 
     relation = "replace_one"
     sensitivity = 1.0
-    #: Public run state advanced by ``observe`` (the counts are public: actions); the rest is read-only.
-    _MUTABLE = ("counts", "batches", "phase_counts", "next_refresh")
 
     def __init__(
         self,
@@ -119,7 +116,7 @@ class GeometricBatchMean(Mechanism):
         self.eta = check_positive("eta", eta)
         self.rng = check_generator(rng)
         self.forget = bool(forget)
-        self.accounts = tuple(accounts)
+        self.accounts = accounts
         self.n_runs, self.n_arms = len(accounts), int(n_arms)
         self.points = refresh_points(self.eta)
         shape = (self.n_runs, self.n_arms)
@@ -168,9 +165,8 @@ class GeometricBatchMean(Mechanism):
         receipts = []
         for r, a in done:  # charge every completed batch before any noise is drawn
             receipts.append(
-                self._charge(
+                self.accounts[r].charge(
                     PureDP(self.epsilon),
-                    account=self.accounts[r],
                     mechanism="GeometricBatchMean",
                     relation=self.relation,
                     partition=f"arm={a},batch={self.batches[r, a]}",
@@ -189,7 +185,7 @@ class GeometricBatchMean(Mechanism):
             self._pending[r, a] = 0.0
             self.batches[r, a] += 1
             self.next_refresh[r, a] = self.points[np.minimum(self.batches[r, a], len(self.points) - 1)]
-            out = [(int(ri), int(ai), self._release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
+            out = [(int(ri), int(ai), Release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
         return out
 
     def _batch_start(self, r: np.ndarray, a: np.ndarray) -> np.ndarray:

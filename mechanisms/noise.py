@@ -22,7 +22,6 @@ from accounting import PureDP, ZCDP
 # names below are the ones mechanisms and their importers have always used.
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
-from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = [
@@ -161,7 +160,11 @@ def _checked_sum(
     return rows.sum(axis=0)
 
 
-class _AdditiveNoiseMechanism(Mechanism):
+def _to_release(noisy: np.ndarray, receipt: object) -> Release:
+    return Release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
+
+
+class _AdditiveNoiseMechanism:
     """Charge first, then add fresh noise: what the Gaussian and Laplace mechanisms share.
 
     A subclass names itself in ``_MECHANISM`` (recorded with every charge) and the
@@ -200,7 +203,7 @@ class _AdditiveNoiseMechanism(Mechanism):
             If the account cannot pay; no noise is drawn and nothing is released.
         """
         statistic = _as_statistic(x)
-        receipt = self._charge(
+        receipt = self.account.charge(
             self.cost,
             mechanism=self._MECHANISM,
             relation=self.relation,
@@ -208,7 +211,7 @@ class _AdditiveNoiseMechanism(Mechanism):
             note=f"{self._describe()}. {note}".strip(),
         )
         noisy = statistic + self._noise(statistic.shape)
-        return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
+        return _to_release(noisy, receipt)
 
     def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
                     nonnegative: bool = False) -> Release:

@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--S", type=float, default=2.5, help="‖θ*‖ (default 2.5)")
     parser.add_argument(
         "--preset",
-        default="calibrated",
-        choices=("paper-simulation", "calibrated", "theory"),
-        help="constants of Algorithm 2 (default calibrated)",
+        default="tight",
+        choices=("tight", "paper-simulation", "calibrated", "theory"),
+        help="constants of Algorithm 2 (default tight: one Gaussian pool, RS-GLinUCB's constants + noise terms)",
     )
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
 

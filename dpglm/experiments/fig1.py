@@ -37,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which panels (default both)")
     parser.add_argument("--epsilons", nargs="+", type=float, default=[2.0, 4.0, 8.0],
                         help="ε of Private-GLM (default 2 4 8)")
-    parser.add_argument("--preset", default="calibrated", choices=("calibrated", "paper-simulation", "theory"),
-                        help="Private-GLM preset (default calibrated)")
+    parser.add_argument("--preset", default="tight", choices=("tight", "calibrated", "paper-simulation", "theory"),
+                        help="Private-GLM preset (default tight)")
     parser.add_argument("--n-jobs", type=int, default=2, help="joblib workers (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/fig1", help="output directory (default results/fig1)")

@@ -4,7 +4,7 @@ Grid (issue 5): probit (S = 3) and logistic (S = 3.5) rewards, d ∈ {3, 5}, K =
 uniform in the unit ball, T ∈ {5000, 20000}, ε ∈ {2, 4, 8}, δ = 0.02; algorithms
 ``ShuffleDP-GLM`` (:class:`dpglm.policies.batched.ShuffleDPGLMBandit`), the non-private
 ``B-GLinCB`` on the same schedule, ``RS-GLinUCB`` and the joint-DP ``Private-GLM``
-(paper Alg. 2, ``calibrated`` preset). Seeds follow :class:`dpglm.experiments.sweep.Cell`
+(paper Alg. 2, ``tight`` preset). Seeds follow :class:`dpglm.experiments.sweep.Cell`
 (the environment of an (instance, seed) is shared by every algorithm and ε).
 
 Outputs in ``--out``: ``shuffle_runs.csv`` (one row per run and recorded round: algorithm,
@@ -73,7 +73,7 @@ def build_cells(args: argparse.Namespace) -> list:
                 instance = Instance(family, int(d), 20, FAMILIES[family], int(T))
                 for seed in range(runs):
                     for algorithm in algorithms:
-                        options = {"preset": "calibrated"} if algorithm == "Private-GLM" else {}
+                        options = {"preset": "tight"} if algorithm == "Private-GLM" else {}
                         for eps in (epsilons if algorithm in PRIVATE else [math.inf]):
                             cells.append(Cell(algorithm, instance, index, float(eps), DELTA, seed, args.seed,
                                               max(1, int(T) // 100), options))

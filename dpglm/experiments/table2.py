@@ -41,9 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=10, help="runs per cell (default 10, as the paper)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: T=300, 1 run, ε ∈ {4, 8}, no GLM-UCB (seconds, not minutes)")
-    parser.add_argument("--presets", nargs="+", default=["calibrated", "paper-simulation"],
-                        choices=("calibrated", "paper-simulation", "theory"),
-                        help="Private-GLM presets to run (default: calibrated paper-simulation)")
+    parser.add_argument("--presets", nargs="+", default=["tight", "calibrated", "paper-simulation"],
+                        choices=("tight", "calibrated", "paper-simulation", "theory"),
+                        help="Private-GLM presets to run (default: tight calibrated paper-simulation)")
     parser.add_argument("--horizon", type=int, default=None, help="override T (default 5000; 300 with --quick)")
     parser.add_argument("--n-jobs", type=int, default=2, help="joblib workers (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")

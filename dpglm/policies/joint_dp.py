@@ -30,8 +30,15 @@ user t's raw context; Criterion II is post-processing of H only when checked lik
 ``diagnostics()`` records ``criterion_I`` rounds against ``refits_o`` / ``refused_o``
 (θ̂_o refits made / refused).
 
-Budget (paper §6.3 "Privacy composition", with honest accounting). The ledger holds the
-asked (ε, δ) and is split in thirds:
+Budget of ``preset="tight"`` (the default): ONE pool holds the asked (ε, δ) and pays
+every Gaussian release (both trees, every θ̂_o and θ̂_τ refit), composed as Gaussian DP;
+nothing is charged for the switching times, because every later user's action is a
+function of its own context and the releases (the billboard argument of
+``docs/joint-dp-privacy.md``, backed by a noise-coupling test with everything active).
+The plan and its constants are :mod:`dpglm.policies.tight_plan`.
+
+Budget of the other presets (paper §6.3 "Privacy composition", with honest accounting).
+The ledger holds the asked (ε, δ) and is split in thirds:
 
 ``tree`` (zCDP)
     ONE account for both trees. Replacing one user's data can move its round from
@@ -64,6 +71,7 @@ and estimate it decides with is the value of a :class:`mechanisms.Release`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -81,6 +89,20 @@ from dpglm.policies.rarely_switching import (
     kappa_star_bound,
     paper_floor,
 )
+from dpglm.policies.tight_plan import (
+    O_SHARE,
+    POOL_CURRENCY,
+    REFIT_STEPS,
+    TREE_SHARE,
+    gaussian_cost,
+    keep_v,
+    link_leaf_bound,
+    newton_metric,
+    plan_tight,
+    planned_refits,
+    pool_mu_sq,
+    tight_parameters,
+)
 from mechanisms import Release
 from mechanisms.tree import BinaryTreeMechanism, tree_depth
 
@@ -94,7 +116,7 @@ __all__ = [
     "tree_noise_bound",
 ]
 
-PRESETS = ("paper-simulation", "calibrated", "theory")
+PRESETS = ("tight", "paper-simulation", "calibrated", "theory")
 
 
 def tree_noise_bound(sigma: float, depth: int, d: int, horizon: int, zeta: float) -> float:
@@ -304,6 +326,8 @@ class DPSGDEstimator:
         lr: float,
         lam: float,
         batch_size: int | None = None,
+        cost_per_refit: Any = None,
+        preconditioner: Callable[[int], np.ndarray] | None = None,
     ) -> None:
         from mechanisms.optim import BallProjection, EllipsoidProjection
 
@@ -313,7 +337,10 @@ class DPSGDEstimator:
         self.dpsgd = dpsgd
         self.account = account
         self.planned_refits = planned_refits
-        self.cost_per_refit = ZCDP(Fraction(account.budget.rho) / planned_refits)
+        if cost_per_refit is None:
+            cost_per_refit = ZCDP(Fraction(account.budget.rho) / planned_refits)
+        self.cost_per_refit = cost_per_refit
+        self.preconditioner = preconditioner
         self.steps, self.lr, self.lam, self.batch_size = steps, lr, lam, batch_size
         self.last_release: Release | None = None
 
@@ -343,6 +370,7 @@ class DPSGDEstimator:
                 theta0=projection(np.asarray(theta0, dtype=float)),
                 lam=self.lam,
                 normalizer=float(max(rounds, 1)),
+                preconditioner=None if self.preconditioner is None else self.preconditioner(max(rounds, 1)),
             )
         except BudgetExceeded:
             return None
@@ -372,8 +400,9 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         The asked (ε, δ); the ledger's total guarantee never exceeds it.
     rng : numpy.random.Generator
         Source of all noise (trees and DP-SGD).
-    preset : {"paper-simulation", "calibrated", "theory"}
-        See :func:`joint_dp_parameters`.
+    preset : {"tight", "paper-simulation", "calibrated", "theory"}
+        ``"tight"`` (default): :mod:`dpglm.policies.tight_plan`; the others
+        :func:`joint_dp_parameters`.
     params : RarelySwitchingParameters, optional
         Overrides the preset.
     clip, steps, lr : DP-SGD settings of every refit (full batch).
@@ -384,6 +413,9 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         Planned θ̂_o refits (default ``4d``).
     engine : {"vectorised", "opacus"}
         DP-SGD implementation (same noise and privacy; vectorised is faster).
+    tree_share, o_share, noise_term : float, optional
+        ``tight`` only: the pool's tree share, θ̂_o's share of the refits, Criterion II's
+        noise term (defaults :data:`~dpglm.policies.tight_plan.TREE_SHARE` etc.).
 
     Attributes
     ----------
@@ -403,14 +435,17 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         delta: float,
         rng: np.random.Generator,
         *,
-        preset: str = "paper-simulation",
+        preset: str = "tight",
         params: RarelySwitchingParameters | None = None,
         clip: float = 1.0,
-        steps: int = 20,
-        lr: float = 5.0,
+        steps: int | None = None,
+        lr: float | None = None,
         refits_tau: int | None = None,
         refits_o: int | None = None,
         engine: str = "vectorised",
+        tree_share: float | None = None,
+        o_share: float | None = None,
+        noise_term: float | None = None,
     ) -> None:
         from mechanisms.optim import DPSGD
 
@@ -421,6 +456,15 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         if family.name not in ("logistic", "probit"):
             raise ValueError(f"family must be 'logistic' or 'probit' for DP-SGD refits, got {family.name!r}")
+        if preset == "tight":
+            self._init_tight(
+                family, d, horizon, S, epsilon, delta, rng, params=params, clip=clip, steps=steps, lr=lr,
+                refits_tau=refits_tau, refits_o=refits_o, engine=engine, tree_share=tree_share, o_share=o_share,
+                noise_term=noise_term,
+            )
+            return
+        steps = 20 if steps is None else steps
+        lr = 5.0 if lr is None else lr
         if refits_o is None:
             refits_o = 4 * d
         self.epsilon, self.delta = float(epsilon), float(delta)
@@ -519,6 +563,85 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             estimator_tau=estimator_tau,
         )
         self.preset = preset if not given_params else "custom"
+
+    def _init_tight(self, family: GLMFamily, d: int, horizon: int, S: float, epsilon: float, delta: float,
+                    rng: np.random.Generator, *, params: RarelySwitchingParameters | None, clip: float,
+                    steps: int | None, lr: float | None, refits_tau: int | None, refits_o: int | None,
+                    engine: str, tree_share: float | None, o_share: float | None,
+                    noise_term: float | None) -> None:
+        """``preset="tight"``: every Gaussian release on one pool (:mod:`dpglm.policies.tight_plan`)."""
+        from mechanisms.optim import DPSGD
+
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.ledger = Ledger(ApproxDP(self.epsilon, self.delta))
+        pool = self.ledger.split({"pool": 1}, currency={"pool": POOL_CURRENCY})["pool"]
+        mu_sq_pool = pool_mu_sq(pool)
+        tree_rng, sgd_o_rng, sgd_tau_rng = rng.spawn(3)
+        leaf_h = link_leaf_bound(family, S)
+        sens_v, sens_h = math.sqrt(2.0), math.sqrt(2.0) * leaf_h  # replace-one, Frobenius (as above)
+        depth = tree_depth(horizon)
+        shares = {"tree_share": TREE_SHARE if tree_share is None else tree_share,
+                  "o_share": O_SHARE if o_share is None else o_share}
+
+        def bound(mu_sq: float, sens: float) -> float:  # ‖noise‖_op bound of a tree costing μ² = LΔ²/σ²
+            return 0.0 if mu_sq <= 0 else tree_noise_bound(sens * math.sqrt(depth / mu_sq), depth, d, horizon, delta)
+
+        given = params is not None
+        draft = plan_tight(mu_sq_pool, exploration=True, refits_o=1, refits_tau=1, **shares)
+        noise_v, noise_h = (0.0, 0.0) if given else (bound(draft.mu_sq_v, sens_v), bound(draft.mu_sq_h, sens_h))
+        if params is None:
+            params = tight_parameters(family, d, horizon, S, delta, noise_v, noise_h, noise_term=noise_term)
+        self.exploration_possible = params.exploration_threshold <= _NORM_SQ_BOUND / params.floor_v
+        if self.exploration_possible and params.refit_o_factor <= 1:
+            raise ValueError(
+                f"params.refit_o_factor must be > 1 for the private policy, got {params.refit_o_factor!r}"
+            )
+        if not self.exploration_possible and not given:
+            # No V-tree: V stays the public λ_V I it would have had (Criterion I cannot fire
+            # on it), and H gets the whole tree share.
+            draft = plan_tight(mu_sq_pool, exploration=False, refits_o=1, refits_tau=1, **shares)
+            noise_h = bound(draft.mu_sq_h, sens_h)
+            params = keep_v(tight_parameters(family, d, horizon, S, delta, noise_v, noise_h, exploration=False,
+                                              noise_term=noise_term), params)
+        if refits_tau is None:
+            refits_tau = planned_refits(params, horizon, d, leaf_h, noise_h, which="tau")
+        if refits_o is None:
+            refits_o = planned_refits(params, horizon, d, 1.0, noise_v, which="o")
+        self.plan = plan = plan_tight(mu_sq_pool, exploration=self.exploration_possible, refits_o=refits_o,
+                                      refits_tau=refits_tau, **shares)
+        v_tree = None
+        if plan.exploration:
+            v_tree = BinaryTreeMechanism(pool, horizon, (d, d), sens_v, tree_rng,
+                                         cost=gaussian_cost(pool, plan.mu_sq_v), psd=True)
+        h_tree = BinaryTreeMechanism(pool, horizon, (d, d), sens_h, tree_rng,
+                                     cost=gaussian_cost(pool, plan.mu_sq_h), psd=True)
+        if not given:
+            # The constants from the σ the trees actually use (their own cost functions, rounded up).
+            noise_h = tree_noise_bound(h_tree.sigma, depth, d, horizon, delta)
+            if v_tree is not None:
+                noise_v = tree_noise_bound(v_tree.sigma, depth, d, horizon, delta)
+            new = tight_parameters(family, d, horizon, S, delta, noise_v, noise_h, exploration=v_tree is not None,
+                                   noise_term=noise_term)
+            params = new if v_tree is not None else keep_v(new, params)
+        steps = REFIT_STEPS if steps is None else steps
+        lr = 1.0 if lr is None else lr
+        design_v: Any = TreeDesign(v_tree, params.lam) if v_tree is not None else ExactDesign(d, params.lam)
+        design_h = TreeDesign(h_tree, params.lam_h)
+        estimator_tau = DPSGDEstimator(
+            DPSGD(pool, family.name, sgd_tau_rng, clip=clip, engine=engine), pool, refits_tau, steps=steps, lr=lr,
+            lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_tau),
+            preconditioner=newton_metric(design_h, params.floor_h, math.e),
+        )
+        estimator_o: Any = _NeverCalled()
+        if plan.exploration:
+            estimator_o = DPSGDEstimator(
+                DPSGD(pool, family.name, sgd_o_rng, clip=clip, engine=engine), pool, refits_o, steps=steps, lr=lr,
+                lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_o),
+                preconditioner=newton_metric(design_v, params.floor_v, 1.0 / kappa_star_bound(family, S)),
+            )
+        RarelySwitchingBandit.__init__(self, family, d, params, design_v=design_v, design_h=design_h,
+                                       estimator_o=estimator_o, estimator_tau=estimator_tau)
+        self.preset = "tight" if not given else "custom"
 
     def diagnostics(self) -> dict[str, Any]:
         """Criterion counts, refits made/refused, and the ledger's total (ε, δ)."""

@@ -37,7 +37,6 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import ApproxDP
 from mechanisms.optim.projection import BallProjection
-from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
 from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
@@ -117,7 +116,7 @@ def calibrate_round_epsilon(
     return lo
 
 
-class ShufflePGD(Mechanism):
+class ShufflePGD:
     """Shuffle-private projected gradient descent (P_GD) charged once per run.
 
     paper: App. U (P_GD of Cheu et al. 2022); Sec. 5 (used by Algorithm 1 for theta_hat_k).
@@ -230,7 +229,7 @@ class ShufflePGD(Mechanism):
         total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
         noise_bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
         charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
-        receipt = self._charge(
+        receipt = self.account.charge(
             ApproxDP(charged_eps, delta),
             mechanism="ShufflePGD",
             relation=self.relation,
@@ -251,4 +250,4 @@ class ShufflePGD(Mechanism):
             clipped = np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
             g_hat = run_vector_summation(clipped, self.clip, levels, noise_bits, self.rng, method=method) / n
             theta = self.projection(theta - eta * g_hat)
-        return self._release(iterate_sum / iterations, receipt)
+        return Release(iterate_sum / iterations, receipt)

@@ -66,16 +66,16 @@ def _couple(obj: object, method: str, log: list, replay: bool) -> None:
 
 
 def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool, *, params: RarelySwitchingParameters | None = None,
-         user: int = USER, short: float = 0.1) -> dict[str, object]:
+         user: int = USER, short: float = 0.1, preset: str = "calibrated", coupled: bool = True) -> dict[str, object]:
     params = _params() if params is None else params
     policy = JointDPGLMBandit("probit", D, T, S, EPS, DELTA, np.random.default_rng(7), params=params,
-                              refits_o=20, refits_tau=40)
+                              refits_o=20, refits_tau=40, preset=preset)
     assert policy.exploration_possible
     slots = [("v", policy.design_v.tree, "append"), ("h", policy.design_h.tree, "append")]
     if couple_dpsgd:
         slots += [("o", policy.estimator_o.dpsgd, "fit"), ("tau", policy.estimator_tau.dpsgd, "fit")]
     for key, obj, method in slots:
-        _couple(obj, method, logs.setdefault(key, []), replay=neighbour)
+        _couple(obj, method, logs.setdefault(key, []), replay=neighbour and coupled)
     rewards = np.random.default_rng(11).random((T, 3)) < 0.5
     arms = _contexts(neighbour, user, short)
     explored, refit_rounds, switch_rounds, thetas, actions, released_v, released_h = [], [], [], [], [], [], []
@@ -197,3 +197,40 @@ def test_exploration_counts_as_possible_up_to_the_accepted_context_norm():
     policy.observe(1.0)
     policy.choose(arms)  # a second round must not reach an unreleased V
     assert policy.diagnostics()["criterion_I"] >= 1
+
+
+@pytest.mark.parametrize("preset", ["tight", "calibrated"])
+def test_everything_active_neighbours_give_every_other_user_identical_actions(preset):
+    # V-tree, θ̂_o refits (on T_o, which gains user i's row in D only), Criterion II switches
+    # and θ̂_τ refits (whose data loses that row) all fire, before and after user i; every
+    # mechanism is noise-coupled. The billboard argument (docs/joint-dp-privacy.md) says every
+    # other user's action is a function of its own context and the releases: bit-identical.
+    user, params = 18, RarelySwitchingParameters(**{**_params().as_dict(), "lam_h": 1e-3,
+                                                      "floor_h": paper_floor(D, 1e-3)})
+    logs: dict[str, list] = {}
+    d = _run(False, logs, couple_dpsgd=True, params=params, user=user, short=0.6, preset=preset)
+    d_prime = _run(True, logs, couple_dpsgd=True, params=params, user=user, short=0.6, preset=preset)
+    assert d["explored"][user] and not d_prime["explored"][user]
+    for run in (d, d_prime):
+        counts = run["counts"]
+        assert counts["criterion_I"] >= 4 and counts["refits_o"] >= 3
+        assert counts["criterion_II"] >= 5 and counts["refits_tau"] >= 5
+        assert min(run["refit_rounds"]) < user < max(run["refit_rounds"])
+        assert min(run["switch_rounds"]) < user < max(run["switch_rounds"])
+    assert d["refit_rounds"] == d_prime["refit_rounds"] and d["switch_rounds"] == d_prime["switch_rounds"]
+    np.testing.assert_array_equal(d["thetas"], d_prime["thetas"])
+    others = [t for t in range(T) if t != user]
+    assert [d["actions"][t] for t in others] == [d_prime["actions"][t] for t in others]
+    # The coupling is not vacuous: the refits' data differ (user i's row is in T_o in D only),
+    # so without it the released θ̂_o would differ.
+    assert len(logs["o"]) == d["counts"]["refits_o"] and len(logs["tau"]) == d["counts"]["refits_tau"]
+
+
+def test_without_coupling_the_everything_active_neighbours_differ():
+    # Control for the test above (same seeds, no coupling): user i's row changes the releases
+    # by S − S', so θ̂_o and later actions differ; the bit-identity above is the coupling's work.
+    user, params = 18, RarelySwitchingParameters(**{**_params().as_dict(), "lam_h": 1e-3,
+                                                      "floor_h": paper_floor(D, 1e-3)})
+    d = _run(False, {}, couple_dpsgd=True, params=params, user=user, short=0.6, preset="tight")
+    d_prime = _run(True, {}, couple_dpsgd=True, params=params, user=user, short=0.6, coupled=False, preset="tight")
+    assert not np.array_equal(d["thetas"][user + 1:], d_prime["thetas"][user + 1:])
