@@ -21,6 +21,7 @@ Sources (see REFERENCES.md, "Privacy accounting"):
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Literal
@@ -28,7 +29,7 @@ from typing import Literal
 import numpy as np
 from scipy import optimize
 
-from accounting.costs import Number, as_fraction
+from accounting.costs import Number, as_fraction, show
 
 __all__ = [
     "zcdp_to_approx",
@@ -50,6 +51,8 @@ __all__ = [
 _MARGIN = 1e-9
 
 
+_FLOAT_MAX = Fraction(np.finfo(float).max)
+
 #: Largest ρ or ε the float conversions accept (their results must stay finite floats).
 _LARGEST = Fraction(10**301)
 
@@ -57,14 +60,14 @@ _LARGEST = Fraction(10**301)
 def _positive(value: Number, name: str) -> float:
     exact = as_fraction(value, name)
     if not 0 < exact <= _LARGEST:
-        raise ValueError(f"{name} must be > 0 and at most 1e301, got {value}")
+        raise ValueError(f"{name} must be > 0 and at most 1e301, got {show(exact)}")
     return float(exact)
 
 
 def _nonnegative(value: Number, name: str) -> float:
     exact = as_fraction(value, name)
     if not 0 <= exact <= _LARGEST:
-        raise ValueError(f"{name} must be >= 0 and at most 1e301, got {value}")
+        raise ValueError(f"{name} must be >= 0 and at most 1e301, got {show(exact)}")
     return float(exact)
 
 
@@ -251,13 +254,29 @@ def gaussian_rho(sigma: Number, sensitivity: Number, compositions: Number = 1) -
     """zCDP of k Gaussian releases, ρ = k·Δ²/(2σ²) (BS 2016, Prop. 1.6), as a float rounded up.
 
     The returned float is never below :func:`gaussian_rho_exact`, so charging
-    it never undercharges.
+    it never undercharges; beyond the largest float it is ``math.inf`` (charge
+    :func:`gaussian_rho_exact` instead: the ledger refuses it as over budget).
     """
     exact = gaussian_rho_exact(sigma, sensitivity, compositions)
+    if exact > _FLOAT_MAX:
+        return math.inf
     rho = float(exact)
     while Fraction(rho) < exact:
         rho = math.nextafter(rho, math.inf)
     return rho
+
+
+def _sqrt_guess(target: Fraction, rho: Number) -> float:
+    """A float within a few ulps of √target, for any size of the rational target (no float overflow)."""
+    shift = (target.numerator.bit_length() - target.denominator.bit_length()) // 2  # √target ≈ 2**shift
+    scaled = target / Fraction(4) ** shift if shift >= 0 else target * Fraction(4) ** -shift  # in [1/4, 4]
+    try:
+        sigma = math.ldexp(math.sqrt(float(scaled)), shift)
+    except OverflowError:
+        sigma = math.inf
+    if not sys.float_info.min <= sigma < math.inf:
+        raise ValueError(f"rho must give a sigma within the float range (about 1e-300 to 1e300), got rho={show(as_fraction(rho, 'rho'))}")
+    return sigma
 
 
 def gaussian_sigma(rho: Number, sensitivity: Number, compositions: Number = 1) -> float:
@@ -282,7 +301,7 @@ def gaussian_sigma(rho: Number, sensitivity: Number, compositions: Number = 1) -
         raise ValueError(f"rho must be > 0 (finite), got {rho}")
     delta_l2 = _sensitivity(sensitivity)
     target = _compositions(compositions) * delta_l2 * delta_l2 / (2 * r)  # exact σ² lower limit
-    sigma = math.sqrt(float(target))
+    sigma = _sqrt_guess(target, rho)
     while Fraction(sigma) ** 2 < target:
         sigma = math.nextafter(sigma, math.inf)
     while Fraction(math.nextafter(sigma, 0.0)) ** 2 >= target:

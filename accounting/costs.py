@@ -89,6 +89,17 @@ def _probability(value: Number, name: str) -> Fraction:
     return exact
 
 
+def show(value: Fraction, digits: int = 6) -> str:
+    """``value`` to ``digits`` significant digits, like ``f"{float(value):.6g}"`` but never overflowing.
+
+    A cost may be far beyond a float (``PureDP(10**400)``, a charge that must be
+    refused with a readable message); those print through :class:`~decimal.Decimal`.
+    """
+    if value == 0 or Fraction(1, 10**300) < abs(value) < 10**300:
+        return f"{float(value):.{digits}g}"
+    return f"{(Decimal(value.numerator) / Decimal(value.denominator)).normalize():.{digits}g}"
+
+
 @dataclass(frozen=True)
 class PureDP:
     """Pure ε-differential privacy (Dwork et al. 2006). ``eps`` ∈ [0, ∞)."""
@@ -99,7 +110,7 @@ class PureDP:
         object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
 
     def __str__(self) -> str:
-        return f"PureDP(eps={float(self.eps):.6g})"
+        return f"PureDP(eps={show(self.eps)})"
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,7 @@ class ApproxDP:
         object.__setattr__(self, "delta", _probability(self.delta, "delta"))
 
     def __str__(self) -> str:
-        return f"ApproxDP(eps={float(self.eps):.6g}, delta={float(self.delta):.6g})"
+        return f"ApproxDP(eps={show(self.eps)}, delta={show(self.delta)})"
 
 
 @dataclass(frozen=True)
@@ -134,8 +145,8 @@ class ZCDP:
 
     def __str__(self) -> str:
         if self.delta:
-            return f"ZCDP(rho={float(self.rho):.6g}, delta={float(self.delta):.6g})"
-        return f"ZCDP(rho={float(self.rho):.6g})"
+            return f"ZCDP(rho={show(self.rho)}, delta={show(self.delta)})"
+        return f"ZCDP(rho={show(self.rho)})"
 
 
 class GDP:
@@ -180,7 +191,10 @@ class GDP:
         return (GDP.from_mu_squared, (self.mu_squared,))
 
     def __repr__(self) -> str:
-        return f"GDP(mu={self.mu:.6g})"
+        square = self.mu_squared
+        if square == 0 or Fraction(1, 10**300) < square < 10**300:
+            return f"GDP(mu={self.mu:.6g})"
+        return f"GDP(mu={(Decimal(square.numerator) / Decimal(square.denominator)).sqrt().normalize():.6g})"  # no overflow
 
     __str__ = __repr__
 

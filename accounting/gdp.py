@@ -149,7 +149,9 @@ def pure_to_gdp_certified(eps: Fraction) -> Fraction:
     if eps == 0:
         return Fraction(0)
     if eps > 2000:
-        raise ValueError(f"eps must be at most 2000 to state it as GDP, got {float(eps)}")
+        # Φ̄(x) ≤ e^{−x²/2}/2, so Φ̄(√(2ε)) ≤ e^{−ε}/2 ≤ 1/(1 + e^ε): μ = 2√(2ε) dominates; an integer at or
+        # above it. Costs this large are only ever refused, but must be refused as BudgetExceeded.
+        return Fraction(math.isqrt(math.ceil(8 * eps)) + 1)
     with mpmath.workdps(_DIGITS + int(eps)):  # 1 − tail keeps 60 digits for any ε
         e = mpmath.mpf(eps.numerator) / eps.denominator
         # Φ⁻¹(e^ε/(1+e^ε)) = −Φ⁻¹(1/(1+e^ε)), computed on the small tail for accuracy.

@@ -59,6 +59,7 @@ from accounting.costs import (
     cost_to_dict,
 )
 from accounting.journal import Journal, JournalMismatchError
+from accounting.uncopyable import Uncopyable
 
 Currency = Literal["pure", "approx", "zcdp", "gdp"]
 CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp", "gdp")
@@ -88,11 +89,12 @@ class BudgetExceeded(Exception):
         What the account had left.
     """
 
-    def __init__(self, account: str, requested: Cost, remaining: Cost) -> None:
+    def __init__(self, account: str, requested: Cost, remaining: Cost, why: str = "") -> None:
         self.account = account
         self.requested = requested
         self.remaining = remaining
-        super().__init__(f"account {account!r}: requested {requested} exceeds remaining {remaining}")
+        super().__init__(f"account {account!r}: requested {requested} exceeds remaining {remaining}"
+                         + (f": {why}" if why else ""))
 
 
 @dataclass(frozen=True)
@@ -197,24 +199,30 @@ def _exp_upper(x: Fraction) -> Fraction:
     return _E_UPPER**whole * _ceil_fraction(math.exp(fractional))
 
 
+class _Unpayable(ValueError):
+    """A charge no budget can pay (raised inside the ledger, refused as :class:`BudgetExceeded`)."""
+
+
 def _group_delta(cost: ApproxDP) -> Fraction:
     """δ' ≥ (1 + e^ε)·δ of an add/remove (ε, δ) charge restated under replace-one (group privacy, k = 2).
 
-    Raises ``ValueError`` when δ' ≥ 1: the restated guarantee is vacuous and no
-    (ε, δ) budget (δ < 1) can pay it. Decided in log space first, so a huge ε
-    neither overflows a float nor builds a huge rational.
+    Raises :class:`_Unpayable` when δ' ≥ 1: the restated guarantee is vacuous
+    and no (ε, δ) budget (δ < 1) can pay it (the charge is refused as
+    :class:`BudgetExceeded`). Decided in log space first, so a huge ε neither
+    overflows a float nor builds a huge rational; ε > 10³⁰⁰ with δ > 0 is
+    vacuous for every δ a Fraction can hold (it would need δ < e^(−10³⁰⁰)).
     """
     if cost.delta == 0:
         return Fraction(0)
+    vacuous = _Unpayable(
+        "restated under replace_one (group privacy, k = 2) it has delta' = (1 + e^eps) * delta >= 1: "
+        "no guarantee, no budget can pay it; lower eps or delta"
+    )
     if cost.eps > 10**300:
-        raise ValueError(f"eps of an add_remove charge must be at most 1e300 to restate it under replace_one, got {cost}")
+        raise vacuous
     eps = float(cost.eps)
     log_factor = eps + math.log1p(math.exp(-eps))  # ln(1 + e^ε), stable for large ε
     log_delta = math.log(cost.delta.numerator) - math.log(cost.delta.denominator)
-    vacuous = ValueError(
-        f"an add_remove charge {cost} restated under replace_one (group privacy, k = 2) has "
-        f"delta' = (1 + e^eps) * delta >= 1: no guarantee, no budget can pay it; lower eps or delta"
-    )
     if log_factor + log_delta > 1e-6:
         raise vacuous
     restated = (1 + _exp_upper(cost.eps)) * cost.delta
@@ -272,13 +280,16 @@ class _Usage:
     total: Vector = _ZERO
 
 
-class Account:
+class Account(Uncopyable):
     """A named budget in one currency; made by :meth:`Ledger.split` or :meth:`Account.split`.
 
     ``budget``, ``spent`` and ``remaining`` are costs in :attr:`currency`;
     ``spent`` counts both charges (parallel composition across partition keys)
-    and the budgets allocated to child accounts.
+    and the budgets allocated to child accounts. An account cannot be copied
+    or pickled (:mod:`accounting.uncopyable`).
     """
+
+    _what = "ledger Account"
 
     def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
                  share: Vector) -> None:
@@ -382,7 +393,10 @@ class Account:
         partition = _check_partition(partition)
         _check_text(note, "note", required=False)
         ledger = self._ledger
-        restated = _to_relation(cost, relation, ledger.relation)
+        try:
+            restated = _to_relation(cost, relation, ledger.relation)
+        except _Unpayable as unpayable:
+            raise BudgetExceeded(self.path, cost, self.remaining_in(partition), str(unpayable)) from None
         vector = _in_currency(restated, self.currency, self.path)
         charged = _as_cost(vector, self.currency)
         with ledger._lock:
@@ -594,8 +608,11 @@ def _describe(weights: dict[str, Fraction], currencies: dict[str, str]) -> str:
     return "{" + ", ".join(f"{n}: {w} ({currencies[n]})" for n, w in weights.items()) + "}"
 
 
-class Ledger:
+class Ledger(Uncopyable):
     """One total privacy budget and the tree of accounts that spend it.
+
+    A ledger cannot be copied or pickled, not even a fresh one: each copy would
+    be a whole new budget (:mod:`accounting.uncopyable`, docs/threat-model.md).
 
     Parameters
     ----------
@@ -616,6 +633,8 @@ class Ledger:
     >>> accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1},
     ...                         currency={"tree": "zcdp", "optimizer": "zcdp"})
     """
+
+    _what = "Ledger"
 
     def __init__(self, budget: Cost, journal: str | os.PathLike[str] | None = None, *,
                  relation: Relation = "replace_one") -> None:
@@ -784,34 +803,6 @@ class Ledger:
                 self._journal.close()
                 self._journal = None
             self._closed = True
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickling or copying is allowed only for a fresh in-memory ledger: a budget to hand to a worker.
-
-        A copy is a second, independent ledger over the same budget. Once the
-        ledger has any charge or split, the original and the copy could each
-        spend what is left (or each fund the same child accounts), together
-        overspending the one budget; so a ledger with spends or splits refuses
-        (``TypeError``), as does a journalled one (two copies appending to one
-        journal). Every charge, analysis charge and split takes a sequence number,
-        so "fresh" is exactly ``seq == 0``.
-        """
-        if self._journal is not None:
-            raise TypeError(f"a Ledger with an open journal ({self.journal_path}) cannot be pickled or copied")
-        with self._lock:
-            if self._seq != 0:
-                raise TypeError(
-                    f"a Ledger with spends or splits ({self._seq} recorded) cannot be pickled or copied: the original "
-                    "and the copy could each spend the same budget; pickle a fresh Ledger (no charges, no splits) "
-                    "to hand a budget to a worker, and send back its report or JSON"
-                )
-            state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
 
     def __enter__(self) -> Ledger:
         return self

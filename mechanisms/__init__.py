@@ -5,6 +5,7 @@ from their own submodules (``mechanisms.shuffle``, ``mechanisms.geometric``,
 ``mechanisms.optim``).
 """
 
+from mechanisms.base import Mechanism
 from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.release import Release
@@ -14,6 +15,7 @@ __all__ = [
     "BinaryTreeMechanism",
     "GaussianMechanism",
     "LaplaceMechanism",
+    "Mechanism",
     "Release",
     "SquareRootFactorizationMechanism",
 ]

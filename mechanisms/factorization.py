@@ -127,4 +127,4 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         element = self._elements.check(x, self.t)
         self._sum = self._sum + element
         self.t += 1
-        return Release(self._sum + self._noise[self.t - 1], self.receipt)
+        return self._release(self._sum + self._noise[self.t - 1], self.receipt)

@@ -29,6 +29,7 @@ import numpy as np
 
 from accounting import Account, PureDP
 from mechanisms.noise import laplace_scale_for
+from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator, check_positive
 
 __all__ = ["GeometricBatchMean", "refresh_points"]
@@ -61,7 +62,7 @@ def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
     return np.array(points, dtype=np.int64)
 
 
-class GeometricBatchMean:
+class GeometricBatchMean(Mechanism):
     """Per-arm running Laplace sums refreshed at geometric counts, for one or many runs.
 
     Parameters
@@ -90,6 +91,8 @@ class GeometricBatchMean:
 
     relation = "replace_one"
     sensitivity = 1.0
+    #: Public run state advanced by ``observe`` (the counts are public: actions); the rest is read-only.
+    _MUTABLE = ("counts", "batches", "phase_counts", "next_refresh")
 
     def __init__(
         self,
@@ -116,7 +119,7 @@ class GeometricBatchMean:
         self.eta = check_positive("eta", eta)
         self.rng = check_generator(rng)
         self.forget = bool(forget)
-        self.accounts = accounts
+        self.accounts = tuple(accounts)
         self.n_runs, self.n_arms = len(accounts), int(n_arms)
         self.points = refresh_points(self.eta)
         shape = (self.n_runs, self.n_arms)
@@ -165,8 +168,9 @@ class GeometricBatchMean:
         receipts = []
         for r, a in done:  # charge every completed batch before any noise is drawn
             receipts.append(
-                self.accounts[r].charge(
+                self._charge(
                     PureDP(self.epsilon),
+                    account=self.accounts[r],
                     mechanism="GeometricBatchMean",
                     relation=self.relation,
                     partition=f"arm={a},batch={self.batches[r, a]}",
@@ -185,7 +189,7 @@ class GeometricBatchMean:
             self._pending[r, a] = 0.0
             self.batches[r, a] += 1
             self.next_refresh[r, a] = self.points[np.minimum(self.batches[r, a], len(self.points) - 1)]
-            out = [(int(ri), int(ai), Release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
+            out = [(int(ri), int(ai), self._release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
         return out
 
     def _batch_start(self, r: np.ndarray, a: np.ndarray) -> np.ndarray:

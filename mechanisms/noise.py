@@ -22,6 +22,7 @@ from accounting import PureDP, ZCDP
 # names below are the ones mechanisms and their importers have always used.
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
+from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = [
@@ -160,11 +161,7 @@ def _checked_sum(
     return rows.sum(axis=0)
 
 
-def _to_release(noisy: np.ndarray, receipt: object) -> Release:
-    return Release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
-
-
-class _AdditiveNoiseMechanism:
+class _AdditiveNoiseMechanism(Mechanism):
     """Charge first, then add fresh noise: what the Gaussian and Laplace mechanisms share.
 
     A subclass names itself in ``_MECHANISM`` (recorded with every charge) and the
@@ -203,7 +200,7 @@ class _AdditiveNoiseMechanism:
             If the account cannot pay; no noise is drawn and nothing is released.
         """
         statistic = _as_statistic(x)
-        receipt = self.account.charge(
+        receipt = self._charge(
             self.cost,
             mechanism=self._MECHANISM,
             relation=self.relation,
@@ -211,7 +208,7 @@ class _AdditiveNoiseMechanism:
             note=f"{self._describe()}. {note}".strip(),
         )
         noisy = statistic + self._noise(statistic.shape)
-        return _to_release(noisy, receipt)
+        return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
     def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
                     nonnegative: bool = False) -> Release:

@@ -4,24 +4,43 @@ Policies decide only from ``Release`` values (DESIGN.md, mechanisms/), so a rele
 must not be mutable after the fact, nor forgeable: the array is copied into an
 immutable ``bytes`` buffer (numpy refuses to make an array over it writeable
 again, through the value or through its ``base``), the dataclass is frozen,
-and the receipt must be the :class:`accounting.Receipt` that ``Account.charge``
-returned.
+and a release is made only by the mechanism instance whose charge was granted
+(:meth:`mechanisms.base.Mechanism._release`, which holds the private capability
+this module checks): ``Release(value, receipt)`` from user code, a
+``dataclasses.replace`` of a release and unpickling are refused with
+``TypeError``. Threat model in docs/mechanisms.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
+from typing import NoReturn
+
 import numpy as np
 
 from accounting import RELATIONS, Receipt
 from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
 
-__all__ = ["Release", "RELATIONS", "check_account", "check_generator", "check_positive", "check_relation"]
+__all__ = ["RELATIONS", "Release", "check_account", "check_generator", "check_positive", "check_relation"]
+
+
+#: The capability to make a Release; only :mod:`mechanisms.base` uses it (through :func:`_mint`).
+_CAPABILITY = object()
+
+
+def _mint(value: object, receipt: object) -> Release:
+    """Make a Release; called only by ``Mechanism._release`` after it checked the receipt is its own."""
+    return Release(value, receipt, _CAPABILITY)
 
 
 @dataclass(frozen=True)
 class Release:
     """A noisy value released by a mechanism, with the receipt of the charge that paid for it.
+
+    Made only by the mechanism whose charge paid for it
+    (:meth:`mechanisms.base.Mechanism._release`); calling ``Release(value, receipt)``
+    raises ``TypeError``. Copies (``copy.copy``, ``copy.deepcopy``) are the release
+    itself (it is immutable); pickling is refused (pickle ``release.value`` instead).
 
     Parameters
     ----------
@@ -39,16 +58,22 @@ class Release:
     Raises
     ------
     TypeError
-        If ``value`` is neither a real array nor a real scalar, or ``receipt`` is
-        not an ``accounting.Receipt``.
+        If not made by a mechanism, if ``value`` is neither a real array nor a real
+        scalar, or ``receipt`` is not an ``accounting.Receipt``.
     ValueError
         If ``value`` contains NaN or infinity.
     """
 
     value: np.ndarray | float
     receipt: Receipt
+    _capability: InitVar[object] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, _capability: object) -> None:
+        if _capability is not _CAPABILITY:
+            raise TypeError(
+                "a Release is made only by the mechanism whose charge paid for it (Mechanism._release), "
+                "not by Release(value, receipt): see docs/mechanisms.md"
+            )
         if not isinstance(self.receipt, Receipt):
             raise TypeError(
                 "receipt must be the accounting.Receipt returned by Account.charge, "
@@ -76,9 +101,18 @@ class Release:
             raise ValueError("value must be finite (no NaN or infinity)")
         object.__setattr__(self, "value", scalar)
 
-    def __reduce__(self) -> tuple[type, tuple[np.ndarray | float, Receipt]]:
-        """Copies and unpickled releases are rebuilt through the checks, so they are frozen too."""
-        return (Release, (self.value, self.receipt))
+    def __copy__(self) -> Release:
+        """A release is immutable: its copy is itself."""
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Release:
+        return self
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError(
+            "a Release cannot be pickled: only the mechanism whose charge paid for it makes one; "
+            "pickle release.value (and the receipt's fields) instead"
+        )
 
 
 def check_account(account: object, currencies: tuple[str, ...], user: str) -> object:

@@ -39,7 +39,8 @@ from fractions import Fraction
 import numpy as np
 
 from accounting import ApproxDP, Receipt
-from mechanisms.release import Release, check_generator
+from mechanisms.base import Mechanism
+from mechanisms.release import Release, check_account, check_generator
 from mechanisms.shuffle_accountant import (
     bitsum_delta,
     calibrate_bitsum_gamma,
@@ -103,11 +104,11 @@ def _float_at_most(x: float) -> float:
     return x if Fraction(x) <= Fraction(repr(x)) else math.nextafter(x, -math.inf)
 
 
-class _ChargedShuffleSum:
+class _ChargedShuffleSum(Mechanism):
     """What the charged shuffle protocols share: checked arguments and one charge per release.
 
     A subclass names itself in ``_MECHANISM`` (recorded with every charge), calls
-    :meth:`_open` first in ``__init__``, and in ``release`` calls :meth:`_charge`
+    :meth:`_open` first in ``__init__``, and in ``release`` calls :meth:`_charge_release`
     before the protocol draws anything from ``rng``.
     """
 
@@ -115,7 +116,7 @@ class _ChargedShuffleSum:
 
     def _open(self, account: object, n_users: int, rng: np.random.Generator, epsilon: float, delta: float,
               relation: str) -> None:
-        self.account = account
+        self.account = check_account(account, ("approx",), f"{self._MECHANISM} (an ApproxDP(epsilon, delta) cost)")
         self.n_users = _check_n_users(n_users)
         self.rng = check_generator(rng)
         self.epsilon, self.delta = _check_budget(epsilon, delta)
@@ -125,9 +126,9 @@ class _ChargedShuffleSum:
         self._certified = (_float_at_most(self.epsilon), _float_at_most(self.delta))
         self.relation = _check_relation(relation)
 
-    def _charge(self, partition: str | None, note: str) -> Receipt:
+    def _charge_release(self, partition: str | None, note: str) -> Receipt:
         """Charge ApproxDP(epsilon, delta) for one release (raises ``BudgetExceeded`` before any draw)."""
-        return self.account.charge(
+        return self._charge(
             ApproxDP(self.epsilon, self.delta),
             mechanism=self._MECHANISM,
             relation=self.relation,
@@ -250,14 +251,14 @@ class ShuffleBitSum(_ChargedShuffleSum):
         """
         x = _check_bits(bits, self.n_users)
         method = _check_method(method)
-        receipt = self._charge(partition, f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant")
+        receipt = self._charge_release(partition, f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant")
         if method == "messages":
             shuffled = shuffle_messages(bitsum_randomize(x, self.gamma, self.rng), self.rng)
-            return Release(bitsum_analyze(shuffled, self.gamma), receipt)
+            return self._release(bitsum_analyze(shuffled, self.gamma), receipt)
         a = self.gamma / 2.0
         ones = int(x.sum())
         count = self.rng.binomial(ones, 1.0 - a) + self.rng.binomial(self.n_users - ones, a)
-        return Release((count - self.gamma * self.n_users / 2.0) / (1.0 - self.gamma), receipt)
+        return self._release((count - self.gamma * self.n_users / 2.0) / (1.0 - self.gamma), receipt)
 
 
 # ---------------------------------------------------------------------------
@@ -472,16 +473,16 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         """
         flat = _check_values(self._flatten(values), self.bound)
         method = _check_method(method)
-        receipt = self._charge(
+        receipt = self._charge_release(
             partition,
             f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
             f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)",
         )
         sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
         if len(self.shape) == 1:
-            return Release(sums, receipt)
+            return self._release(sums, receipt)
         d = self.shape[0]
         matrix = np.zeros((d, d))
         matrix[self._rows, self._cols] = sums
         matrix[self._cols, self._rows] = sums
-        return Release(matrix, receipt)
+        return self._release(matrix, receipt)

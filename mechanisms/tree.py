@@ -78,6 +78,7 @@ import numpy as np
 from accounting import ZCDP
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
 from mechanisms.noise import element_bound, round_up
+from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = ["BinaryTreeMechanism", "ContinualRelease", "check_stream_shape", "tree_depth", "StreamElements"]
@@ -245,7 +246,7 @@ def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int,
     return noise
 
 
-class ContinualRelease(abc.ABC):
+class ContinualRelease(Mechanism, abc.ABC):
     """What the continual-release mechanisms share: element checks, the one up-front charge, ``noise_variance``.
 
     The constructor is shared: it validates the stream and the generator
@@ -260,6 +261,8 @@ class ContinualRelease(abc.ABC):
 
     #: Name recorded with the charge.
     mechanism_name = "ContinualRelease"
+    #: The stream position, advanced by ``append`` (every other public attribute is read-only).
+    _MUTABLE = ("t",)
 
     def __init__(
         self,
@@ -293,8 +296,10 @@ class ContinualRelease(abc.ABC):
     def _charge_horizon(self, account: object, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
                         detail: str, sigma_label: str = "sigma") -> None:
         self.sigma, self.cost = continual_cost(account, sigma, cost, self.charged_sensitivity, compositions)
-        self.receipt = account.charge(
+        self.receipt = self._charge(
             self.cost,
+            releases=self.horizon,
+            account=account,
             mechanism=self.mechanism_name,
             relation=self.relation,
             partition=None,
@@ -413,4 +418,4 @@ class BinaryTreeMechanism(ContinualRelease):
         self._noisy[:level] = 0.0
         self._exact[level] = node
         self._noisy[level] = node + symmetrised_normal(self.rng, self.sigma, self.shape)
-        return Release(self._noisy.sum(axis=0), self.receipt)
+        return self._release(self._noisy.sum(axis=0), self.receipt)

@@ -102,6 +102,7 @@ from opacus.optimizers import DPOptimizer
 from accounting import ZCDP
 from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
+from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator, check_positive
 
 __all__ = ["DPSGD", "DPSGDPlan", "ENGINES", "LOSSES", "chain_step_hook", "logistic_loss", "probit_loss"]
@@ -233,7 +234,7 @@ def _check_normalizer(value: object) -> float:
     return value
 
 
-class DPSGD:
+class DPSGD(Mechanism):
     """Projected DP-SGD for a GLM loss, ρ-zCDP under replace-one neighbours (one charge per fit).
 
     paper: §6 "Optimizer and loss details" and Lemma J.6 (the DP convex optimiser of
@@ -459,7 +460,7 @@ class DPSGD:
                 f"add/remove-or-replace one row covered: full batch, clipped sum over a private n "
                 f"divided by public normalizer={plan.normalizer!r}, sensitivity 2C={2 * self.clip!r}"
             )
-        receipt = self.account.charge(
+        receipt = self._charge(  # one charge covers the planned steps and their one release, the last iterate
             plan.cost,
             mechanism="DPSGD",
             relation=self.relation,
@@ -472,7 +473,7 @@ class DPSGD:
         metric = None if preconditioner is None else torch.from_numpy(step_projection.M)
         ridge = lam / (n if plan.normalizer is None else plan.normalizer)
         theta = self._run(X, y, theta_start, plan, lr, step_projection, ridge, metric)
-        return Release(theta, receipt)
+        return self._release(theta, receipt)
 
     def _check_data(
         self,

@@ -37,6 +37,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import ApproxDP
 from mechanisms.optim.projection import BallProjection
+from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
 from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
@@ -116,7 +117,7 @@ def calibrate_round_epsilon(
     return lo
 
 
-class ShufflePGD:
+class ShufflePGD(Mechanism):
     """Shuffle-private projected gradient descent (P_GD) charged once per run.
 
     paper: App. U (P_GD of Cheu et al. 2022); Sec. 5 (used by Algorithm 1 for theta_hat_k).
@@ -229,7 +230,7 @@ class ShufflePGD:
         total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
         noise_bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
         charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
-        receipt = self.account.charge(
+        receipt = self._charge(
             ApproxDP(charged_eps, delta),
             mechanism="ShufflePGD",
             relation=self.relation,
@@ -250,4 +251,4 @@ class ShufflePGD:
             clipped = np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
             g_hat = run_vector_summation(clipped, self.clip, levels, noise_bits, self.rng, method=method) / n
             theta = self.projection(theta - eta * g_hat)
-        return Release(iterate_sum / iterations, receipt)
+        return self._release(iterate_sum / iterations, receipt)

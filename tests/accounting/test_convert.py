@@ -192,3 +192,17 @@ def test_cks_bound_at_one_order_is_the_textbook_formula(alpha, rho, delta):
     rho_at = convert.cks_rho_at(alpha, eps, delta)
     assert rho_at > 0
     assert alpha * rho_at + math.log(1 - 1 / alpha) - math.log(alpha * delta) / (alpha - 1) == pytest.approx(eps)
+
+
+def test_gaussian_calibration_of_sizes_beyond_a_float():
+    """σ² = Δ²/(2ρ) exactly for ρ = 10^±400 (on main: OverflowError, or a hang stepping up from σ = 0)."""
+    for rho in (Fraction(1, 10**400), Fraction(10**400)):
+        sigma = convert.gaussian_sigma(rho, 1)
+        target = 1 / (2 * rho)
+        assert Fraction(sigma) ** 2 >= target > Fraction(math.nextafter(sigma, 0)) ** 2  # the smallest such float
+    with pytest.raises(ValueError, match="float range"):
+        convert.gaussian_sigma(Fraction(1, 10**800), 1)  # σ ≈ 7e399
+    with pytest.raises(ValueError, match="float range"):
+        convert.gaussian_sigma(1e300, 1e-200)  # σ ≈ 7e-351
+    assert convert.gaussian_rho(1e-300, 1) == math.inf  # ρ = 5e599: an upper bound that no ledger grants
+    assert convert.gaussian_rho_exact(1e-300, 1) == 1 / (2 * Fraction(1e-300) ** 2)

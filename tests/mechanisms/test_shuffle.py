@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP
 from mechanisms.shuffle import (
     ShuffleBitSum,
     ShuffleVectorSum,
@@ -177,13 +177,25 @@ def test_refused_charge_draws_no_noise(kind):
     assert rng.bit_generator.state == state
 
 
-def test_zcdp_account_refuses_an_approx_charge_before_sampling():
+@pytest.mark.parametrize("mechanism", ["bitsum", "vector"])
+@pytest.mark.parametrize("account, message", [
+    (None, "account must be an accounting.Account .with a charge method., got NoneType"),
+    ("x", "account must be an accounting.Account .with a charge method., got str"),
+    ("zcdp", "account must charge in currency 'approx' for Shuffle(BitSum|VectorSum) .an ApproxDP.epsilon, delta. "
+             "cost., got currency 'zcdp'"),
+    ("pure", "got currency 'pure'"),
+])
+def test_an_account_that_cannot_pay_approx_dp_is_refused_at_construction(mechanism, account, message):
+    # A zCDP or pure account cannot take an ApproxDP(eps, delta) charge: refused before anything is drawn.
+    if account in ("zcdp", "pure"):
+        account = Ledger(ZCDP(1.0) if account == "zcdp" else PureDP(1.0)).root
     rng = np.random.default_rng(37)
-    account = Ledger(ZCDP(1.0)).split({"z": 1})["z"]
-    mech = ShuffleBitSum(account, 50, rng, epsilon=1.0, delta=1e-6)
     state = rng.bit_generator.state
-    with pytest.raises(TypeError):
-        mech.release(np.zeros(50, dtype=int))
+    with pytest.raises(TypeError, match=message):
+        if mechanism == "bitsum":
+            ShuffleBitSum(account, 50, rng, epsilon=1.0, delta=1e-6)
+        else:
+            ShuffleVectorSum(account, 50, (2,), 1.0, rng, epsilon=1.0, delta=1e-6)
     assert rng.bit_generator.state == state
 
 
