@@ -6,13 +6,14 @@ Public API (see DESIGN.md, accounting/): cost values :class:`PureDP`,
 conversions in :mod:`accounting.convert`.
 """
 
-from accounting import convert, gdp
-from accounting.costs import GDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
+from accounting import convert, gdp, rdp
+from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
 from accounting.journal import JournalBusyError, JournalMismatchError
 from accounting.ledger import Account, BudgetExceeded, Ledger, Receipt
 
 __all__ = [
     "GDP",
+    "RDP",
     "RELATIONS",
     "ZCDP",
     "Account",
@@ -26,4 +27,5 @@ __all__ = [
     "Receipt",
     "convert",
     "gdp",
+    "rdp",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -199,14 +200,84 @@ class GDP:
     __str__ = __repr__
 
 
-Cost = Union[PureDP, ApproxDP, ZCDP, GDP]
-COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP, GDP)
+def _default_orders() -> tuple[Fraction, ...]:
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    return tuple(Fraction(repr(float(order))) for order in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+
+
+#: The fixed grid of Rényi orders every RDP cost and budget lives on (exact rationals).
+ORDERS: tuple[Fraction, ...] = _default_orders()
+
+
+class RDP:
+    """A Rényi-DP curve ε(α) ≥ 0 on the grid :data:`ORDERS` (Mironov 2017; the grid and the filter: :mod:`accounting.rdp`).
+
+    Parameters
+    ----------
+    epsilons : sequence of reals, one per order of :data:`ORDERS`
+        Each read exactly (a float as the decimal it prints as); finite, ≥ 0.
+    orders : sequence of reals, optional
+        If given, must equal :data:`ORDERS` (a guard against a curve built on
+        another grid).
+    """
+
+    __slots__ = ("epsilons",)
+    epsilons: tuple[Fraction, ...]
+
+    def __init__(self, epsilons: Sequence[Number], orders: Sequence[Number] | None = None) -> None:
+        if orders is not None and tuple(as_fraction(o, "orders") for o in orders) != ORDERS:
+            raise ValueError(f"orders must be accounting.rdp.ORDERS ({len(ORDERS)} orders, 1.1 … 1024)")
+        values = tuple(epsilons)
+        if len(values) != len(ORDERS):
+            raise ValueError(f"epsilons must have one value per order ({len(ORDERS)}), got {len(values)}")
+        exact = tuple(as_fraction(v, "epsilons") for v in values)
+        if any(v < 0 for v in exact):
+            raise ValueError("epsilons must be >= 0 at every order")
+        object.__setattr__(self, "epsilons", exact)
+
+    @classmethod
+    def from_floats_up(cls, epsilons: Sequence[float]) -> RDP:
+        """The curve of computed floats, each rounded *up* past its float error (10⁻¹² relative)."""
+        values = []
+        for value in epsilons:
+            x = float(value)
+            if not math.isfinite(x):
+                raise ValueError("epsilons must be finite at every order of the grid")
+            values.append(Fraction(0) if x <= 0 else Fraction(math.nextafter(x * (1 + 1e-12), math.inf)))
+        return cls(values)
+
+    @property
+    def orders(self) -> tuple[Fraction, ...]:
+        return ORDERS
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("RDP is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RDP) and other.epsilons == self.epsilons
+
+    def __hash__(self) -> int:
+        return hash(("RDP", self.epsilons))
+
+    def __reduce__(self):  # pickle support for a slotted immutable value
+        return (RDP, (self.epsilons,))
+
+    def __repr__(self) -> str:
+        at2 = float(self.epsilons[ORDERS.index(Fraction(2))])
+        return f"RDP(eps(2)={at2:.6g}, eps(32)={float(self.epsilons[ORDERS.index(Fraction(32))]):.6g})"
+
+    __str__ = __repr__
+
+
+Cost = Union[PureDP, ApproxDP, ZCDP, GDP, RDP]
+COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP, GDP, RDP)
 
 
 def check_cost(cost: object, name: str = "cost") -> Cost:
-    """Return ``cost`` if it is a PureDP, ApproxDP, ZCDP or GDP, else raise ``TypeError``."""
+    """Return ``cost`` if it is a PureDP, ApproxDP, ZCDP, GDP or RDP, else raise ``TypeError``."""
     if not isinstance(cost, COST_TYPES):
-        raise TypeError(f"{name} must be PureDP, ApproxDP, ZCDP or GDP, got {type(cost).__name__}")
+        raise TypeError(f"{name} must be PureDP, ApproxDP, ZCDP, GDP or RDP, got {type(cost).__name__}")
     return cost  # type: ignore[return-value]
 
 
@@ -218,6 +289,8 @@ def cost_to_dict(cost: Cost) -> dict[str, str]:
         return {"type": "approx", "eps": str(cost.eps), "delta": str(cost.delta)}
     if isinstance(cost, GDP):
         return {"type": "gdp", "mu_squared": str(cost.mu_squared)}
+    if isinstance(cost, RDP):  # the grid is fixed (ORDERS); the orders are stored to catch a changed grid
+        return {"type": "rdp", "orders": [str(o) for o in ORDERS], "epsilons": [str(e) for e in cost.epsilons]}
     return {"type": "zcdp", "rho": str(cost.rho), "delta": str(cost.delta)}
 
 
@@ -232,4 +305,6 @@ def cost_from_dict(data: dict[str, str]) -> Cost:
         return ZCDP(Fraction(data["rho"]), Fraction(data["delta"]))
     if kind == "gdp":
         return GDP.from_mu_squared(Fraction(data["mu_squared"]))
-    raise ValueError(f"cost type must be 'pure', 'approx', 'zcdp' or 'gdp', got {kind!r}")
+    if kind == "rdp":
+        return RDP([Fraction(e) for e in data["epsilons"]], orders=[Fraction(o) for o in data["orders"]])
+    raise ValueError(f"cost type must be 'pure', 'approx', 'zcdp', 'gdp' or 'rdp', got {kind!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import mpmath
 from scipy import optimize, special
@@ -93,6 +94,7 @@ def _check(eps: Fraction, delta: Fraction) -> None:
         raise ValueError(f"delta must lie in (0, 1), got {float(delta)}")
 
 
+@lru_cache(maxsize=4096)
 def gdp_to_approx_certified(mu2: Fraction, delta: Fraction) -> Fraction:
     """A rational ε with δ_μ(ε) ≤ δ certified, within ~10⁻⁹ relative of the exact ε of μ-GDP at δ.
 
@@ -114,6 +116,7 @@ def gdp_to_approx_certified(mu2: Fraction, delta: Fraction) -> Fraction:
         margin *= 16.0
 
 
+@lru_cache(maxsize=1024)
 def approx_to_gdp_certified(eps: Fraction, delta: Fraction) -> Fraction:
     """A rational μ ≤ the largest μ meeting (ε, δ), certified δ_μ(ε) ≤ δ, within ~10⁻⁹ relative of it.
 

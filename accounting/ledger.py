@@ -41,11 +41,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import zip_longest
 from typing import Any, Literal, Union
 
-from accounting import convert, gdp
+from accounting import convert, gdp, rdp
 from accounting.costs import (
     GDP,
+    ORDERS,
+    RDP,
     ZCDP,
     ApproxDP,
     Cost,
@@ -61,18 +64,19 @@ from accounting.costs import (
 from accounting.journal import Journal, JournalMismatchError
 from accounting.uncopyable import Uncopyable
 
-Currency = Literal["pure", "approx", "zcdp", "gdp"]
-CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp", "gdp")
+Currency = Literal["pure", "approx", "zcdp", "gdp", "rdp"]
+CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp", "gdp", "rdp")
 PartitionKey = Union[str, int, None]
-Vector = tuple[Fraction, Fraction]
+Vector = tuple[Fraction, ...]
 _ZERO: Vector = (Fraction(0), Fraction(0))
 
 #: Which child currencies a parent currency can fund (see module docstring).
 _FUNDABLE: dict[str, tuple[str, ...]] = {
     "pure": ("pure",),
-    "approx": ("approx", "pure", "zcdp", "gdp"),
+    "approx": ("approx", "pure", "zcdp", "gdp", "rdp"),
     "zcdp": ("zcdp",),
     "gdp": ("gdp",),
+    "rdp": ("rdp",),
 }
 
 
@@ -118,21 +122,36 @@ class Receipt:
     remaining: Cost
 
 
+# Spend vectors: (ε, δ), (ρ, δ), (μ², 0), or an RDP curve (one entry per order of rdp.ORDERS). _ZERO
+# (two zeros) is the zero of every currency: shorter vectors are padded with zeros.
 def _add(a: Vector, b: Vector) -> Vector:
-    # Skipping zero components keeps the common (δ = 0) charge cheap: Fraction addition is slow.
-    return (a[0] + b[0] if b[0] else a[0], a[1] + b[1] if b[1] else a[1])
+    if len(a) == len(b) == 2:
+        # Skipping zero components keeps the common (δ = 0) charge cheap: Fraction addition is slow.
+        return (a[0] + b[0] if b[0] else a[0], a[1] + b[1] if b[1] else a[1])
+    return tuple(x + y if y else x for x, y in zip_longest(a, b, fillvalue=Fraction(0)))
 
 
 def _sub(a: Vector, b: Vector) -> Vector:
-    return (a[0] - b[0], a[1] - b[1])
+    return tuple(x - y for x, y in zip_longest(a, b, fillvalue=Fraction(0)))
 
 
 def _max(a: Vector, b: Vector) -> Vector:
-    return (max(a[0], b[0]), max(a[1], b[1]))
+    return tuple(max(x, y) for x, y in zip_longest(a, b, fillvalue=Fraction(0)))
 
 
 def _fits(a: Vector, b: Vector) -> bool:
-    return a[0] <= b[0] and a[1] <= b[1]
+    return all(x <= y for x, y in zip_longest(a, b, fillvalue=Fraction(0)))
+
+
+def _is_zero(a: Vector) -> bool:
+    return not any(a)
+
+
+def _exhausted(remaining: Vector, currency: str) -> bool:
+    """No charge can fit: ε (ρ, μ²) is used up, or, for an RDP curve, some order is."""
+    if currency == "rdp":
+        return min(remaining) <= 0
+    return remaining[0] <= 0
 
 
 def _as_cost(vector: Vector, currency: str) -> Cost:
@@ -142,6 +161,8 @@ def _as_cost(vector: Vector, currency: str) -> Cost:
         return ApproxDP(vector[0], vector[1])
     if currency == "gdp":
         return GDP.from_mu_squared(vector[0])
+    if currency == "rdp":
+        return RDP(tuple(vector) + (Fraction(0),) * (len(ORDERS) - len(vector)))
     return ZCDP(vector[0], vector[1])
 
 
@@ -157,6 +178,8 @@ def _currency_of(cost: Cost) -> Currency:
         return "approx"
     if isinstance(cost, GDP):
         return "gdp"
+    if isinstance(cost, RDP):
+        return "rdp"
     return "zcdp"
 
 
@@ -178,6 +201,9 @@ def _to_relation(cost: Cost, relation: str, ledger_relation: str) -> Cost:
         if cost.delta:
             raise ValueError("approximate zCDP (delta > 0) under add_remove cannot be restated as replace_one")
         return ZCDP(4 * cost.rho)
+    if isinstance(cost, RDP):
+        raise ValueError("an RDP curve under add_remove cannot be restated as replace_one (RDP group privacy "
+                         "changes the orders); state it under replace_one, or use Account.charge_event")
     return ApproxDP(2 * cost.eps, _group_delta(cost))
 
 
@@ -235,6 +261,11 @@ def _in_currency(cost: Cost, currency: str, path: str) -> Vector:
     """The cost as a spend vector of ``currency``; TypeError where the math forbids it."""
     if isinstance(cost, ApproxDP) and cost.delta == 0:
         cost = PureDP(cost.eps)
+    if currency == "rdp":
+        return _rdp_curve(cost, path)
+    if isinstance(cost, RDP):
+        raise TypeError(f"account {path!r} ({currency}) cannot take an RDP charge ({cost}): an RDP curve on a grid "
+                        "of orders implies no zCDP, GDP or (eps, delta) figure without choosing delta; use an rdp account")
     if isinstance(cost, GDP):
         if currency == "gdp":
             return (cost.mu_squared, Fraction(0))
@@ -256,6 +287,28 @@ def _in_currency(cost: Cost, currency: str, path: str) -> Vector:
     if currency == "zcdp":
         return (cost.rho, cost.delta)
     raise TypeError(f"account {path!r} ({currency}) cannot take a zCDP charge ({cost}): zCDP does not imply {currency} DP")
+
+
+def _rdp_curve(cost: Cost, path: str) -> Vector:
+    """The exact RDP curve of a cost on the grid (:mod:`accounting.rdp`); approximate costs have none."""
+    if isinstance(cost, RDP):
+        return cost.epsilons
+    if isinstance(cost, PureDP):
+        return rdp.pure_curve(cost.eps)
+    if isinstance(cost, GDP):
+        return rdp.gaussian_curve(cost.mu_squared / 2)
+    if isinstance(cost, ZCDP) and cost.delta == 0:
+        return rdp.gaussian_curve(cost.rho)
+    raise TypeError(f"account {path!r} (rdp) cannot take {cost}: an approximate (delta > 0) charge has no RDP curve")
+
+
+def _to_approx(used: Vector, currency: str, delta: Fraction) -> Fraction:
+    """Certified ε at ``delta`` of a zCDP (ρ), GDP (μ²) or RDP (curve) spend vector."""
+    if currency == "zcdp":
+        return convert.zcdp_to_approx_certified(used[0], delta)
+    if currency == "gdp":
+        return gdp.gdp_to_approx_certified(used[0], delta)
+    return rdp.curve_to_approx_certified(_as_cost(used, "rdp").epsilons, delta)
 
 
 def _check_partition(partition: object) -> PartitionKey:
@@ -308,6 +361,7 @@ class Account(Uncopyable):
         self._splits_claimed = 0
         self.children: dict[str, Account] = {}
         self._usage: dict[tuple[bool, str], _Usage] = {}
+        self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
 
     # ----- state -------------------------------------------------------------------------------
     def _spent_vector(self, partition: PartitionKey = None, extra: Vector = _ZERO) -> Vector:
@@ -386,8 +440,27 @@ class Account(Uncopyable):
         _check_text(reason, "reason", required=True)
         return self._charge(cost, "analysis", relation, partition, reason, analysis=True)
 
+    def charge_event(self, event: Any, *, mechanism: str, relation: Relation, delta: Number | None = None,
+                     partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge a dp-accounting ``DpEvent``, costed in this account's currency by dp-accounting.
+
+        rdp: its RDP curve on the grid; gdp: μ² of unsubsampled Gaussian events
+        only; zcdp: Gaussian and ZCDp events; pure: Laplace events; approx: the
+        PLD ε of this one pre-declared composition at ``delta`` (required there,
+        refused elsewhere). ``relation`` is the relation the event's
+        sensitivities are stated for; in a ledger of the other relation the
+        event is restated soundly or refused (:mod:`accounting.events`). An
+        unsupported combination raises ``TypeError`` naming it. The event is
+        journalled and returned by :meth:`Ledger.to_dp_event`.
+        """
+        from accounting.events import charge_event
+
+        _check_text(mechanism, "mechanism", required=True)
+        return charge_event(self, event, mechanism=mechanism, relation=relation, delta=delta, partition=partition,
+                            note=note)
+
     def _charge(self, cost: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
-                *, analysis: bool) -> Receipt:
+                *, analysis: bool, event: Any = None, from_event: bool = False) -> Receipt:
         check_cost(cost)
         check_relation(relation)
         partition = _check_partition(partition)
@@ -406,15 +479,22 @@ class Account(Uncopyable):
                 raise BudgetExceeded(self.path, charged, self.remaining_in(partition))
 
             def payload() -> dict[str, Any]:
-                return {"cost": cost_to_dict(cost), "charged": cost_to_dict(charged), "mechanism": mechanism,
+                data = {"cost": cost_to_dict(cost), "charged": cost_to_dict(charged), "mechanism": mechanism,
                         "relation": relation, "partition": partition, "note": note}
+                if from_event:
+                    from accounting.events import event_to_dict
+
+                    data["event"] = None if event is None else event_to_dict(event)
+                return data
 
             seq = ledger._record("analysis" if analysis else "charge", self.path, payload)
-            self._apply(vector, partition, mechanism, note, analysis)
+            self._apply(vector, partition, mechanism, note, analysis, (seq, charged, event, from_event))
             return Receipt(seq, self.path, cost, charged, mechanism, relation, partition, note, analysis,
                            _as_cost(_sub(self._budget, spent_after), self.currency))
 
-    def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool) -> None:
+    def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool,
+               record: tuple[int, Cost, Any, bool]) -> None:
+        self._history.append(record)
         if partition is None:
             self._sequential = _add(self._sequential, vector)
         else:
@@ -426,7 +506,8 @@ class Account(Uncopyable):
         usage.total = _add(usage.total, vector)
 
     # ----- splitting ---------------------------------------------------------------------------
-    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None) -> dict[str, Account]:
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
+              curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
         """Divide the remaining budget into named child accounts, in proportion to ``weights``.
 
         Parameters
@@ -438,6 +519,11 @@ class Account(Uncopyable):
             account funds approx, pure, zCDP and GDP children; a pure account pure
             ones; a zCDP account zCDP ones; a GDP account GDP ones. A GDP child
             of an (ε, δ) share gets the largest μ meeting it (certified), μ_max².
+            An approx account also funds RDP children (:mod:`accounting.rdp`).
+        curves : mapping name → RDP, optional
+            Budget curve of an RDP child of an (ε, δ) share, fixed now; it must
+            convert to at most the share (checked). Default: the Gaussian curve
+            αρ with the largest ρ whose conversion on the grid meets the share.
 
         Returns
         -------
@@ -447,6 +533,10 @@ class Account(Uncopyable):
             (same names, weights and currencies) instead of allocating again.
         """
         exact_weights, currencies = self._check_split(weights, currency)
+        curves = {} if curves is None else dict(curves)
+        unknown = [n for n in curves if currencies.get(n) != "rdp" or self.currency != "approx"]
+        if unknown:
+            raise ValueError(f"curves: only rdp children of an approx account take a budget curve, not {unknown}")
         ledger = self._ledger
         with ledger._lock:
             ledger._check_open()
@@ -464,17 +554,17 @@ class Account(Uncopyable):
             if clash:
                 raise ValueError(f"weights: account {self.path or '<root>'!r} already has children {clash}")
             remaining = _sub(self._budget, self._spent_vector())
-            if remaining[0] <= 0:
+            if _exhausted(remaining, self.currency):
                 raise ValueError(f"account {self.path or '<root>'!r} has no budget left to split")
             total = sum(exact_weights.values())
             plan = {}
             for name, weight in exact_weights.items():
-                share = (remaining[0] * weight / total, remaining[1] * weight / total)
-                plan[name] = self._child_budget(name, share, currencies[name])
+                share = tuple(part * weight / total for part in remaining)
+                plan[name] = self._child_budget(name, share, currencies[name], curves.get(name))
             payload = {
                 "weights": {name: str(w) for name, w in exact_weights.items()},
                 "currency": currencies,
-                "children": {name: {"share": [str(s[0]), str(s[1])], "budget": [str(b[0]), str(b[1])]}
+                "children": {name: {"share": [str(x) for x in s], "budget": [str(x) for x in b]}
                              for name, (s, b) in plan.items()},
             }
             ledger._record("split", self.path, lambda: payload)
@@ -513,7 +603,7 @@ class Account(Uncopyable):
             currencies[name] = chosen
         return exact, currencies
 
-    def _child_budget(self, name: str, share: Vector, currency: str) -> tuple[Vector, Vector]:
+    def _child_budget(self, name: str, share: Vector, currency: str, curve: RDP | None = None) -> tuple[Vector, Vector]:
         """(share taken from this account, child's budget in its currency)."""
         if currency == self.currency:
             return share, share
@@ -525,6 +615,16 @@ class Account(Uncopyable):
         if currency == "gdp":  # the largest μ meeting the share, exactly (certified)
             mu_max = gdp.approx_to_gdp_certified(share[0], share[1])
             return share, (mu_max * mu_max, Fraction(0))
+        if currency == "rdp":
+            if curve is None:
+                return share, rdp.gaussian_curve(rdp.largest_gaussian_rho(share[0], share[1]))
+            if not isinstance(curve, RDP):
+                raise TypeError(f"curves[{name!r}] must be an accounting.RDP, got {type(curve).__name__}")
+            eps = rdp.curve_to_approx_certified(curve.epsilons, share[1])
+            if eps > share[0]:
+                raise ValueError(f"curves[{name!r}] converts to eps={float(eps):.6g} at delta={float(share[1]):.3g}, "
+                                 f"above its share eps={float(share[0]):.6g}")
+            return share, curve.epsilons
         rho_max = convert.approx_to_zcdp_certified(share[0], share[1])
         return share, (rho_max, Fraction(0))
 
@@ -557,10 +657,9 @@ class Account(Uncopyable):
             return used
         # zCDP (GDP) child of an approx account: CKS (exact tradeoff) conversion at the child's delta
         # share, capped by the eps share (the budget was certified to meet it).
-        if used == _ZERO:
+        if _is_zero(used):
             return _ZERO
-        to_approx = gdp.gdp_to_approx_certified if self.currency == "gdp" else convert.zcdp_to_approx_certified
-        eps = min(self._share[0], to_approx(used[0], self._share[1]))
+        eps = min(self._share[0], _to_approx(used, self.currency, self._share[1]))
         return (eps, self._share[1])
 
     @property
@@ -582,7 +681,7 @@ class Account(Uncopyable):
             if self.currency == "approx":
                 used = self._used_vector()
                 return ApproxDP(used[0], used[1])
-            if self.parent is None or self.parent.currency in ("zcdp", "gdp"):
+            if self.parent is None or self.parent.currency in ("zcdp", "gdp", "rdp"):
                 return None
             eps, delta = self._used_in_parent()
             return ApproxDP(eps, delta)
@@ -640,9 +739,14 @@ class Ledger(Uncopyable):
                  relation: Relation = "replace_one") -> None:
         check_cost(budget, "budget")
         check_relation(relation)
-        first = budget.rho if isinstance(budget, ZCDP) else budget.mu_squared if isinstance(budget, GDP) else budget.eps
-        if first <= 0:
-            raise ValueError(f"budget must be positive (eps > 0, rho > 0 or mu > 0), got {budget}")
+        if isinstance(budget, RDP):
+            positive = min(budget.epsilons) > 0
+        else:
+            positive = (budget.rho if isinstance(budget, ZCDP) else
+                        budget.mu_squared if isinstance(budget, GDP) else budget.eps) > 0
+        if not positive:
+            raise ValueError(f"budget must be positive (eps > 0, rho > 0, mu > 0 or an RDP curve > 0 at every order), "
+                             f"got {budget}")
         self.relation = relation
         self._lock = threading.RLock()
         self._seq = 0
@@ -695,15 +799,20 @@ class Ledger(Uncopyable):
             raise JournalMismatchError(f"journal event {seq} names unknown account {path!r}")
         if kind == "split":
             weights = {name: Fraction(w) for name, w in payload["weights"].items()}
-            plan = {name: ((Fraction(c["share"][0]), Fraction(c["share"][1])),
-                           (Fraction(c["budget"][0]), Fraction(c["budget"][1])))
+            plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]))
                     for name, c in payload["children"].items()}
             account._apply_split(weights, dict(payload["currency"]), plan)
         elif kind in ("charge", "analysis"):
             charged = cost_from_dict(payload["charged"])
             vector = _in_currency(charged, account.currency, path)
             note = payload["note"]
-            account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis")
+            event = None
+            if payload.get("event") is not None:
+                from accounting.events import event_from_dict
+
+                event = event_from_dict(payload["event"])
+            account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis",
+                           (seq, charged, event, "event" in payload))
         else:
             raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
         self._seq = seq
@@ -731,14 +840,21 @@ class Ledger(Uncopyable):
         """Currency of the total budget."""
         return self.root.currency
 
-    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None) -> dict[str, Account]:
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
+              curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
         """Split the total budget; see :meth:`Account.split`."""
-        return self.root.split(weights, currency)
+        return self.root.split(weights, currency, curves)
 
     def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",
                partition: PartitionKey = None, note: str = "") -> Receipt:
         """Charge the root account directly; see :meth:`Account.charge`."""
         return self.root.charge(cost, mechanism=mechanism, relation=relation, partition=partition, note=note)
+
+    def charge_event(self, event: Any, *, mechanism: str, relation: Relation, delta: Number | None = None,
+                     partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge a dp-accounting event to the root account; see :meth:`Account.charge_event`."""
+        return self.root.charge_event(event, mechanism=mechanism, relation=relation, delta=delta,
+                                      partition=partition, note=note)
 
     def account(self, path: str) -> Account:
         """The account at ``path`` (``"optimizer"`` or ``"optimizer/refits"``; ``""`` is the root)."""
@@ -754,35 +870,47 @@ class Ledger(Uncopyable):
         return list(self.root.walk())
 
     def guarantee(self, delta: Number | None = None) -> ApproxDP | PureDP:
-        """The privacy of everything spent so far, as (ε, δ) (or pure ε).
+        """The privacy of everything spent so far, as (ε, δ) (or pure ε): an odometer figure.
 
-        Composition is conservative: each account's direct charges compose by
-        its filter (sequential sum, max over partitions); a child's real use
-        is added to its parent in the parent's currency, a zCDP child of an
-        (ε, δ) account converted on its own by CKS at its δ share (capped by
-        its ε share, which ρ_max was certified against) — i.e. the (ε, δ) of
-        several zCDP children are summed, not their ρ.
+        Composition comes before conversion: the direct charges of pure and
+        approx accounts add by basic composition; the accounts of each other
+        currency are pooled (zCDP: ρ add; GDP: μ² add; RDP: curves add order by
+        order) and each pool is converted once, at the sum of its accounts' δ
+        shares, keeping the smaller of that and the sum of its accounts'
+        separate conversions (both bound the same composition). See
+        :func:`accounting.pooling.pools` and ``docs/accounting.md``.
+
+        This is the realised spend; it is a valid claim when the costs were
+        fixed in advance. Under adaptively chosen costs the valid claim is the
+        budget (the filter), :attr:`budget`.
 
         Parameters
         ----------
         delta : real in (0, 1), optional
-            Needed (only) for a zCDP budget: the δ of the stated guarantee,
-            which must exceed the δ of approximate-zCDP charges.
+            Needed (only) for a zCDP, GDP or RDP budget: the δ of the stated
+            guarantee (for zCDP it must exceed the δ of approximate-zCDP charges).
         """
+        from accounting.pooling import pooled_guarantee
+
         with self._lock:
-            used = self.root._used_vector()
-            if self.currency == "pure":
-                return PureDP(used[0])
-            if self.currency == "approx":
-                return ApproxDP(used[0], used[1])
-            if delta is None:
-                raise ValueError(f"delta is required for the guarantee of a {self.currency} budget: pass delta in (0, 1)")
-            target = as_fraction(delta, "delta")
-            if not used[1] < target < 1:
-                raise ValueError(f"delta must lie in ({float(used[1])}, 1) (above the zCDP delta spent), got {delta}")
-            if self.currency == "gdp":
-                return ApproxDP(gdp.gdp_to_approx_certified(used[0], target), target)
-            return ApproxDP(convert.zcdp_to_approx_certified(used[0], target - used[1]), target)
+            return pooled_guarantee(self, delta)
+
+    def to_dp_event(self) -> Any:
+        """Everything charged so far as one dp-accounting ``ComposedDpEvent``, in pair form.
+
+        Each charge's own event where it came from one (restated to the
+        ledger's relation), ``GaussianDpEvent(1/μ)`` for a GDP charge,
+        ``ZCDpEvent(ρ)`` for a zCDP charge. Pure and approximate charges, RDP
+        curves charged directly and events costed by PLD under replace-one have
+        no event in dp-accounting 0.6.0 and raise ``TypeError`` naming the
+        charge. Read the result with an ``ADD_OR_REMOVE_ONE`` accountant: the
+        RDP accountant composes all of these; the PLD accountant refuses
+        ``ZCDpEvent``. Parallel partitions are composed sequentially (an upper
+        bound).
+        """
+        from accounting.events import to_dp_event
+
+        return to_dp_event(self)
 
     def report(self) -> str:
         """The budget tree as a text table (see :mod:`accounting.report`)."""

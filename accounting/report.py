@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from accounting.costs import GDP, ZCDP, ApproxDP, Cost, PureDP
+from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
     from accounting.ledger import Account, Ledger
@@ -28,6 +28,8 @@ def format_cost(cost: Cost | None) -> str:
         return f"ε={float(cost.eps):.6g} δ={float(cost.delta):.4g}"
     if isinstance(cost, GDP):
         return f"μ={cost.mu:.6g}"
+    if isinstance(cost, RDP):
+        return f"RDP ε(2)={float(cost.epsilons[ORDERS.index(2)]):.4g} ε(32)={float(cost.epsilons[ORDERS.index(32)]):.4g}"
     text = f"ρ={float(cost.rho):.6g}"
     return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
 
@@ -45,6 +47,9 @@ def cost_json(cost: Cost | None) -> dict[str, Any] | None:
     elif isinstance(cost, GDP):
         fields = {"mu_squared": cost.mu_squared}
         kind = "gdp"
+    elif isinstance(cost, RDP):
+        return {"type": "rdp", "orders": [float(o) for o in ORDERS], "epsilons": [float(e) for e in cost.epsilons],
+                "exact": {"epsilons": [str(e) for e in cost.epsilons]}}
     else:
         assert isinstance(cost, ZCDP)
         fields = {"rho": cost.rho, "delta": cost.delta}
@@ -58,7 +63,20 @@ def cost_json(cost: Cost | None) -> dict[str, Any] | None:
 
 
 def _guarantee(ledger: Ledger) -> Cost | None:
-    return None if ledger.currency in ("zcdp", "gdp") else ledger.guarantee()
+    return ledger.guarantee() if ledger.currency in ("pure", "approx") else None
+
+
+def _pools(ledger: Ledger) -> list:
+    from accounting.pooling import pools
+
+    if ledger.currency != "approx":
+        return []
+    with ledger._lock:
+        return pools(ledger)[1]
+
+
+_FILTER = "filter (the budget: the claim under adaptively chosen costs)"
+_ODOMETER = "odometer (realised spend, composed then converted: a claim only if the costs were fixed in advance)"
 
 
 def render_text(ledger: Ledger) -> str:
@@ -85,11 +103,15 @@ def render_text(ledger: Ledger) -> str:
     lines.append("")
     lines.append("charges by mechanism:" if details else "charges by mechanism: none")
     lines.extend(details)
+    lines.append("")
+    lines.append(f"{_FILTER}: {format_cost(ledger.budget)}")
     guarantee = _guarantee(ledger)
     if guarantee is not None:
-        lines.append("")
-        lines.append(f"guarantee of everything spent: {format_cost(guarantee)} "
-                     f"(sum of the accounts' converted (ε, δ))")
+        lines.append(f"{_ODOMETER}: {format_cost(guarantee)}")
+    for pool in _pools(ledger):
+        lines.append(f"  pooled {pool.currency} [{', '.join(pool.accounts)}]: {format_cost(pool.used)} at "
+                     f"δ={float(pool.delta):.4g} → ε={float(pool.eps_pooled):.6g} "
+                     f"(converted one by one: ε={float(pool.eps_separately):.6g})")
     return "\n".join(lines)
 
 
@@ -118,6 +140,11 @@ def render_json(ledger: Ledger) -> str:
         "relation": ledger.relation,
         "journal": ledger.journal_path,
         "guarantee": cost_json(_guarantee(ledger)),
+        "claim": {"filter": cost_json(ledger.budget), "odometer": cost_json(_guarantee(ledger)),
+                  "filter_means": _FILTER, "odometer_means": _ODOMETER},
+        "pools": [{"currency": p.currency, "accounts": p.accounts, "used": cost_json(p.used),
+                   "delta": float(p.delta), "eps_pooled": float(p.eps_pooled),
+                   "eps_separately": float(p.eps_separately), "eps": float(p.eps)} for p in _pools(ledger)],
         "accounts": _account_json(ledger.root),
     }
     return json.dumps(document, indent=2, ensure_ascii=False)

@@ -1,0 +1,294 @@
+"""dp-accounting ``DpEvent`` in and out of the ledger: costing an event in an account's currency, and
+the ledger's whole spend as one ``ComposedDpEvent``.
+
+Relations (``docs/accounting.md``, "Events and relations"). A ``DpEvent`` carries
+no neighbouring relation: ``GaussianDpEvent(z)`` is σ/Δ for the sensitivity Δ
+the caller means. ``relation=`` says which relation that Δ is for. Internally
+every event is brought to *pair form*: an event whose add/remove-one reading by
+dp-accounting (the pair of output laws at distance Δ) is the privacy of the
+mechanism under the ledger's relation.
+
+- same relation, add/remove: the event is already in pair form;
+- same relation, replace-one: an event without sampling is in pair form (its
+  Δ is the replace-one sensitivity); a sampled one is refused (dp-accounting's
+  sampled accountants read z against the add/remove sensitivity);
+- add/remove event in a replace-one ledger: without sampling it is restated
+  exactly, Δ' ≤ 2Δ (z → z/2, Laplace b → b/2, zCDP ρ → 4ρ); with sampling only
+  an approx account can take it, through dp-accounting's PLD accountant under
+  ``REPLACE_ONE`` (which supports Poisson sampling). Its RDP accountant under
+  ``REPLACE_ONE`` refuses Poisson-sampled Gaussians and reads an unsampled
+  ``GaussianDpEvent`` like add/remove (ε 5.22 at z = 1 for both, where PLD
+  gives 4.89 and 11.00), so it is never used: the add/remove figure is never
+  charged in a replace-one ledger;
+- replace-one event in an add/remove ledger: refused (``ValueError``), as for
+  :meth:`~accounting.ledger.Account.charge`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import dp_accounting
+from dp_accounting import dp_event
+
+from accounting.costs import (
+    GDP,
+    ORDERS,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    Cost,
+    PureDP,
+    check_relation,
+)
+
+if TYPE_CHECKING:
+    from accounting.ledger import Account, Ledger, Receipt
+
+__all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "planned_curve", "to_dp_event"]
+
+_UNSAMPLED = (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent, dp_event.ZCDpEvent, dp_event.NoOpDpEvent)
+_PLD_INTERVAL = 1e-4  # value discretisation of the PLD accountant (its estimates stay pessimistic)
+
+
+def _children(event: dp_event.DpEvent) -> list[tuple[dp_event.DpEvent, int]] | None:
+    """(sub-event, multiplicity) of a composition, or None for a leaf."""
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return [(e, 1) for e in event.events]
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return [(event.event, int(event.count))]
+    return None
+
+
+def _leaves(event: dp_event.DpEvent, count: int = 1):
+    """Yield (leaf event, count) of a tree of Composed / SelfComposed events."""
+    children = _children(event)
+    if children is None:
+        yield event, count
+        return
+    for child, times in children:
+        yield from _leaves(child, count * times)
+
+
+def _unsampled(event: dp_event.DpEvent) -> bool:
+    return all(isinstance(leaf, _UNSAMPLED) for leaf, _ in _leaves(event))
+
+
+def _doubled(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """The unsampled ``event`` with its sensitivity doubled (add/remove → replace-one, Δ' ≤ 2Δ)."""
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_doubled(e) for e in event.events])
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_doubled(event.event), event.count)
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / 2)  # exact in binary floats
+    if isinstance(event, dp_event.LaplaceDpEvent):
+        return dp_event.LaplaceDpEvent(event.noise_multiplier / 2)
+    if isinstance(event, dp_event.ZCDpEvent):
+        if event.xi:
+            raise TypeError(f"ZCDpEvent with xi={event.xi} under add_remove cannot be restated as replace_one")
+        return dp_event.ZCDpEvent(4 * event.rho)  # group privacy, k = 2: k²ρ (Bun & Steinke 2016, Prop. 1.9)
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return event
+    raise TypeError(f"{type(event).__name__} cannot be restated from add_remove to replace_one")
+
+
+def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str, currency: str):
+    """(event, accountant relation, pair form or None): see the module docstring."""
+    add_remove = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    if relation == ledger_relation == "add_remove":
+        return event, add_remove, event
+    if relation == "replace_one" and ledger_relation == "add_remove":
+        raise ValueError("relation='replace_one' event in an add_remove ledger: replace-one privacy does not imply "
+                         "add/remove privacy; state the event under relation='add_remove'")
+    unsampled = _unsampled(event)
+    if relation == "replace_one":
+        if not unsampled:
+            raise TypeError(f"a sampled event ({type(event).__name__}) stated under replace_one: dp-accounting's "
+                            "sampled accountants read noise multipliers against the add/remove sensitivity; "
+                            "state it with relation='add_remove'")
+        return event, add_remove, event
+    if unsampled:
+        doubled = _doubled(event)
+        return doubled, add_remove, doubled
+    if currency == "approx":
+        return event, dp_accounting.NeighboringRelation.REPLACE_ONE, None
+    raise TypeError(f"a sampled add_remove event in a replace_one ledger cannot be costed in {currency}: dp-accounting's "
+                    "RdpAccountant(REPLACE_ONE) refuses Poisson-sampled Gaussians; charge it in an approx account "
+                    "(PLD under replace-one) or use an add_remove ledger")
+
+
+def _gaussian_mu_squared(event: dp_event.DpEvent, currency: str) -> Fraction:
+    """Σ count/z² over the Gaussian leaves of an unsampled event (exact in the binary z)."""
+    total = Fraction(0)
+    for leaf, count in _leaves(event):
+        if isinstance(leaf, dp_event.NoOpDpEvent):
+            continue
+        if not isinstance(leaf, dp_event.GaussianDpEvent):
+            raise TypeError(f"a {currency} account takes only unsubsampled Gaussian events, got {type(leaf).__name__}")
+        z = Fraction(float(leaf.noise_multiplier))
+        if z <= 0:
+            raise TypeError(f"a {currency} account cannot take GaussianDpEvent({float(z)}) (no noise)")
+        total += count / (z * z)
+    return total
+
+
+def _round_up(x: float) -> Fraction:
+    return Fraction(0) if x <= 0 else Fraction(math.nextafter(x * (1 + 1e-12), math.inf))
+
+
+def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_relation: str,
+                  delta: Fraction | None = None) -> tuple[Cost, dp_event.DpEvent | None]:
+    """The event's cost in ``currency`` under the ledger's relation, and its pair form (None if it has none).
+
+    rdp: the RDP curve on :data:`accounting.rdp.ORDERS` by dp-accounting's
+    ``RdpAccountant`` (rounded up); gdp: μ² = Σ 1/z² of unsubsampled Gaussians;
+    zcdp: Σ 1/(2z²) and ZCDp ρ; pure: Σ 1/b of Laplace events; approx: the ε at
+    ``delta`` of dp-accounting's PLD of this one composition (rounded up).
+    """
+    if not isinstance(event, dp_event.DpEvent):
+        raise TypeError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}")
+    check_relation(relation)
+    if (delta is None) != (currency != "approx"):
+        raise TypeError("delta is required for an approx account and refused elsewhere"
+                        f" (account currency {currency!r}, delta={delta})")
+    costed, neighbours, pair = _pair_form(event, relation, ledger_relation, currency)
+    if currency == "rdp":
+        from dp_accounting.rdp import rdp_privacy_accountant
+
+        accountant = rdp_privacy_accountant.RdpAccountant([float(o) for o in ORDERS], neighbours)
+        if not accountant.supports(costed):
+            raise TypeError(f"dp-accounting's RdpAccountant does not support {costed}")
+        accountant.compose(costed)
+        curve = accountant._rdp  # dp-accounting 0.6.0 keeps the composed curve here
+        if not all(math.isfinite(x) for x in curve):
+            raise TypeError(f"{type(event).__name__} has no finite RDP curve on the grid of orders")
+        return RDP.from_floats_up(curve), pair
+    if currency == "gdp":
+        return GDP.from_mu_squared(_gaussian_mu_squared(costed, currency)), pair
+    if currency == "zcdp":
+        rho = Fraction(0)
+        for leaf, count in _leaves(costed):
+            if isinstance(leaf, dp_event.ZCDpEvent) and leaf.xi == 0:
+                rho += count * _round_up(float(leaf.rho))
+            elif not isinstance(leaf, dp_event.NoOpDpEvent):
+                rho += _gaussian_mu_squared(leaf, currency) * count / 2
+        return ZCDP(rho), pair
+    if currency == "pure":
+        eps = Fraction(0)
+        for leaf, count in _leaves(costed):
+            if isinstance(leaf, dp_event.LaplaceDpEvent) and leaf.noise_multiplier > 0:
+                eps += count / Fraction(float(leaf.noise_multiplier))
+            elif not isinstance(leaf, dp_event.NoOpDpEvent):
+                raise TypeError(f"a pure account takes only Laplace events, got {type(leaf).__name__}")
+        return PureDP(eps), pair
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant(neighbours, value_discretization_interval=_PLD_INTERVAL)
+    if not accountant.supports(costed):
+        raise TypeError(f"dp-accounting's PLDAccountant does not support {costed}")
+    accountant.compose(costed)
+    eps = float(accountant.get_epsilon(float(delta)))
+    if not math.isfinite(eps):
+        raise TypeError(f"{type(event).__name__} has no finite epsilon at delta={float(delta)}")
+    return ApproxDP(_round_up(eps), delta), pair
+
+
+def planned_curve(event: dp_event.DpEvent, eps: object, delta: object, *, relation: str = "add_remove",
+                  ledger_relation: str = "add_remove") -> RDP:
+    """A budget curve for an rdp share (ε, δ) shaped like ``event``'s RDP curve: the largest multiple meeting it.
+
+    Pass it as ``split(..., curves={name: planned_curve(plan, ε_share, δ_share)})``
+    where ``plan`` is the composition one expects to run (a multiple ≥ 1 when the
+    plan fits the share). :func:`accounting.rdp.scaled_to_share` does the scaling.
+    """
+    from accounting.costs import as_fraction
+    from accounting.rdp import scaled_to_share
+
+    curve, _ = cost_of_event(event, "rdp", relation, ledger_relation)
+    return scaled_to_share(curve, as_fraction(eps, "eps"), as_fraction(delta, "delta"))
+
+
+def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, relation: str,
+                 delta: object = None, partition: object = None, note: str = "") -> Receipt:
+    """:meth:`accounting.ledger.Account.charge_event`."""
+    from accounting.costs import as_fraction
+
+    exact_delta = None if delta is None else as_fraction(delta, "delta")
+    if exact_delta is not None and not 0 < exact_delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    cost, pair = cost_of_event(event, account.currency, relation, account._ledger.relation, exact_delta)
+    return account._charge(cost, mechanism, account._ledger.relation, partition, note, analysis=False,
+                           event=pair, from_event=True)
+
+
+# ----- the ledger as one event -------------------------------------------------------------------
+def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | None,
+                  from_event: bool) -> dp_event.DpEvent:
+    where = f"charge #{seq} on account {path or '<root>'!r} ({charged})"
+    if from_event:
+        if event is None:
+            raise TypeError(f"{where}: was costed by PLD under replace-one and has no add/remove pair form")
+        return event
+    if isinstance(charged, GDP):
+        if charged.mu_squared == 0:
+            return dp_event.NoOpDpEvent()
+        z = 1 / math.sqrt(charged.mu_squared)
+        while Fraction(z) ** 2 * charged.mu_squared > 1:  # z ≤ 1/μ: never less privacy loss
+            z = math.nextafter(z, 0.0)
+        return dp_event.GaussianDpEvent(z)
+    if isinstance(charged, ZCDP) and charged.delta == 0:
+        rho = float(charged.rho)
+        if Fraction(rho) < charged.rho:
+            rho = math.nextafter(rho, math.inf)
+        return dp_event.ZCDpEvent(rho)
+    if isinstance(charged, RDP):
+        raise TypeError(f"{where}: an RDP curve charged directly has no DpEvent")
+    raise TypeError(f"{where}: dp-accounting {getattr(dp_accounting, '__version__', '')} has no event for pure or "
+                    "approximate DP (no EpsilonDeltaDpEvent)")
+
+
+def to_dp_event(ledger: Ledger) -> dp_event.ComposedDpEvent:
+    """:meth:`accounting.ledger.Ledger.to_dp_event` (all charges, partitions composed sequentially)."""
+    with ledger._lock:
+        history = sorted((entry[0], account.path, *entry[1:]) for account in ledger.accounts()
+                         for entry in account._history)
+    return dp_event.ComposedDpEvent([_charge_event(*entry) for entry in history])
+
+
+# ----- journal form ------------------------------------------------------------------------------
+def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
+    """JSON-ready form of a dp-accounting event tree (class name and fields, recursively)."""
+    import attr
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, dp_event.DpEvent):
+            return {"class": type(value).__name__,
+                    "fields": {f.name: encode(getattr(value, f.name)) for f in attr.fields(type(value))}}
+        if isinstance(value, (list, tuple)):
+            return [encode(v) for v in value]
+        if isinstance(value, float):
+            return {"float": value.hex()}
+        return value
+
+    return encode(event)
+
+
+def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:
+    """Inverse of :func:`event_to_dict`."""
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict) and "class" in value:
+            cls = getattr(dp_event, value["class"], None)
+            if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+                raise ValueError(f"unknown DpEvent class {value['class']!r}")
+            return cls(**{k: decode(v) for k, v in value["fields"].items()})
+        if isinstance(value, dict) and "float" in value:
+            return float.fromhex(value["float"])
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+
+    return decode(data)

@@ -1,0 +1,102 @@
+"""Composition before conversion: a ledger's accounts pooled by currency, each pool converted once.
+
+A ledger's transcript is the composition of every account's charges (children
+run sequentially with their parent). Direct charges of pure and approx
+accounts compose by the basic theorem (Σε, Σδ). The accounts of each other
+currency compose in that currency first (zCDP: ρ add, Bun & Steinke 2016,
+Lemma 2.3; GDP: μ² add, Dong, Roth & Su 2022, Cor. 3.3; RDP: curves add order
+by order, Mironov 2017, Prop. 1) and the pool is converted to (ε, δ) once, at
+the sum of the δ shares of its accounts with any use. Converting each account
+on its own and adding the (ε, δ) also bounds the same composition, so a pool
+keeps the smaller ε of the two. The result is the realised spend (an odometer
+figure, ``docs/accounting.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from accounting.costs import ApproxDP, Cost, Number, PureDP, as_fraction
+
+if TYPE_CHECKING:
+    from accounting.ledger import Ledger
+
+__all__ = ["Pool", "pooled_guarantee", "pools"]
+
+POOLED = ("zcdp", "gdp", "rdp")
+
+
+@dataclass
+class Pool:
+    """The accounts of one currency funded by (ε, δ) accounts, composed in that currency.
+
+    ``used`` is their summed spend (a cost in ``currency``), ``delta`` the sum of
+    their δ shares, ``eps_pooled`` the conversion of ``used`` at ``delta``,
+    ``eps_separately`` the sum of their own conversions; ``eps`` the smaller.
+    """
+
+    currency: str
+    accounts: list[str] = field(default_factory=list)
+    used: Cost | None = None
+    delta: Fraction = Fraction(0)
+    eps_pooled: Fraction = Fraction(0)
+    eps_separately: Fraction = Fraction(0)
+
+    @property
+    def eps(self) -> Fraction:
+        return min(self.eps_pooled, self.eps_separately)
+
+
+def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
+    """The direct (ε, δ) of pure/approx accounts, and the pools of the other currencies.
+
+    Only for a ledger whose budget is pure or approx (other budgets are one
+    pool already). Caller holds the ledger's lock.
+    """
+    from accounting import ledger as ledger_module
+
+    direct: tuple[Fraction, ...] = ledger_module._ZERO
+    vectors: dict[str, tuple[Fraction, ...]] = {}
+    found: dict[str, Pool] = {}
+    for account in ledger.accounts():
+        if account.currency in ("pure", "approx"):
+            direct = ledger_module._add(direct, ledger_module._add(account._sequential, account._widest))
+            continue
+        if account.parent is None or account.parent.currency in POOLED:
+            continue  # inside a pool already: counted in its top account's use
+        used = account._used_vector()
+        if ledger_module._is_zero(used):
+            continue
+        pool = found.setdefault(account.currency, Pool(account.currency))
+        pool.accounts.append(account.path)
+        vectors[account.currency] = ledger_module._add(vectors.get(account.currency, ledger_module._ZERO), used)
+        pool.delta += account._share[1]
+        pool.eps_separately += account._used_in_parent()[0]
+    for currency, pool in found.items():
+        pool.used = ledger_module._as_cost(vectors[currency], currency)
+        pool.eps_pooled = ledger_module._to_approx(vectors[currency], currency, pool.delta)
+    return (direct[0], direct[1]), list(found.values())
+
+
+def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
+    """:meth:`accounting.ledger.Ledger.guarantee` (caller holds the lock)."""
+    from accounting import ledger as ledger_module
+
+    if ledger.currency == "pure":
+        return PureDP(ledger.root._used_vector()[0])
+    if ledger.currency == "approx":
+        (eps, spent_delta), found = pools(ledger)
+        for pool in found:
+            eps += pool.eps
+            spent_delta += pool.delta
+        return ApproxDP(eps, spent_delta)
+    if delta is None:
+        raise ValueError(f"delta is required for the guarantee of a {ledger.currency} budget: pass delta in (0, 1)")
+    target = as_fraction(delta, "delta")
+    used = ledger.root._used_vector()
+    spent_delta = used[1] if ledger.currency == "zcdp" else Fraction(0)
+    if not spent_delta < target < 1:
+        raise ValueError(f"delta must lie in ({float(spent_delta)}, 1) (above the zCDP delta spent), got {delta}")
+    return ApproxDP(ledger_module._to_approx(used, ledger.currency, target - spent_delta), target)

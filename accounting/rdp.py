@@ -1,0 +1,144 @@
+"""Rényi DP on a fixed grid of orders: the RDP-curve cost and its certified conversions.
+
+An :class:`RDP` cost is a curve ε(α) on :data:`ORDERS` (dp-accounting's default
+RDP orders, 1.1 … 1024, read exactly): the mechanism is (α, ε(α))-RDP at each
+order of the grid (Mironov 2017). An ``"rdp"`` ledger account sums curves
+order by order against a budget curve fixed when the account is made and grants
+a charge only if *every* order stays within it. Feldman & Zrnic 2021 prove
+that halting before Σεᵢ(α) exceeds B(α) keeps (α, B(α))-RDP under fully
+adaptive composition, for one fixed order α; holding every order at once keeps
+every order's guarantee, so the budget curve's best conversion is the claim
+(``docs/accounting.md``). Granting while only *some* order has room would not be
+valid.
+
+Conversion to (ε, δ) takes the minimum over the grid of
+
+    ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1)
+
+(Canonne, Kamath & Steinke 2020, Prop. 12; Balle et al. 2020, Thm 21), as
+dp-accounting's ``compute_epsilon`` does, together with its order-free case
+δ ≥ √(1 − e^{−ε(α)}) ⇒ ε = 0 (KL divergence ≤ ε(α) for α > 1, and
+Bretagnolle–Huber). Here each term is evaluated in 50-digit arithmetic and
+rounded up, so the returned rational is an upper bound.
+
+Exact curves of other costs (every order of the grid, rational arithmetic):
+ρ-zCDP is (α, αρ)-RDP (Bun & Steinke 2016, Def. 1.1); μ-GDP is (α, αμ²/2)-RDP
+(it is dominated by the Gaussian pair at distance μ); ε-DP is
+(α, min(ε, αε²/2))-RDP (Bun & Steinke 2016, Prop. 3.3 and the trivial
+D_α ≤ D_∞ ≤ ε).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
+
+import mpmath
+import numpy as np
+
+from accounting.costs import ORDERS, RDP
+
+__all__ = ["ORDERS", "RDP", "curve_to_approx_certified", "gaussian_curve", "largest_gaussian_rho", "pure_curve",
+           "scaled_to_share"]
+
+_DIGITS = 50
+_ORDER_ARRAY = np.array([float(order) for order in ORDERS])
+
+
+
+
+def gaussian_curve(rho: Fraction) -> tuple[Fraction, ...]:
+    """αρ at every order (the Gaussian with μ²/2 = ρ, and ρ-zCDP), exact."""
+    return tuple(order * rho for order in ORDERS)
+
+
+def pure_curve(eps: Fraction) -> tuple[Fraction, ...]:
+    """min(ε, αε²/2) at every order: the exact rational RDP curve of ε-DP used here."""
+    return tuple(min(eps, order * eps * eps / 2) for order in ORDERS)
+
+
+def _mp(x: Fraction) -> mpmath.mpf:
+    return mpmath.mpf(x.numerator) / x.denominator
+
+
+@lru_cache(maxsize=4096)
+def curve_to_approx_certified(epsilons: Sequence[Fraction], delta: Fraction) -> Fraction:
+    """A rational ε ≥ the CKS Prop. 12 bound of the curve at δ at its best order of the grid (module docstring).
+
+    The best order is found in floats; the bound at that order (any single
+    order gives a valid ε) is then evaluated in 50-digit arithmetic and rounded
+    up, so float error can only cost optimality, never validity.
+
+    Parameters
+    ----------
+    epsilons : tuple of Fraction, one per order of :data:`ORDERS`
+    delta : Fraction in (0, 1)
+    """
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {float(delta)}")
+    if not any(epsilons):
+        return Fraction(0)
+    tau = np.array([float(e) for e in epsilons])
+    if float(delta) ** 2 + math.expm1(-float(min(epsilons))) > 1e-12:  # δ ≥ √(1 − e^{−τ}) ≥ TV distance
+        with mpmath.workdps(_DIGITS):
+            if _mp(delta) ** 2 + mpmath.expm1(-_mp(min(epsilons))) >= 0:
+                return Fraction(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = tau + np.log1p(-1 / _ORDER_ARRAY) - (math.log(float(delta)) + np.log(_ORDER_ARRAY)) / (_ORDER_ARRAY - 1)
+    best = int(np.nanargmin(bound))
+    with mpmath.workdps(_DIGITS):
+        a = _mp(ORDERS[best])
+        value = _mp(epsilons[best]) + mpmath.log(1 - 1 / a) - (mpmath.log(_mp(delta)) + mpmath.log(a)) / (a - 1)
+        if value <= 0:
+            return Fraction(0)
+        scaled = mpmath.ceil(value * 10**20 * (1 + mpmath.mpf(10) ** -30))
+    return Fraction(int(scaled), 10**20)
+
+
+def largest_gaussian_rho(eps: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (rounded down to a rational) whose Gaussian curve αρ converts to at most ε at δ on the grid.
+
+    For each order the bound is linear in ρ, so its best order gives
+    ρ = max_α [ε − ln(1 − 1/α) + (ln δ + ln α)/(α − 1)]/α; the result is then
+    checked with :func:`curve_to_approx_certified`.
+    """
+    if eps <= 0 or not 0 < delta < 1:
+        raise ValueError(f"need eps > 0 and delta in (0, 1), got ({float(eps)}, {float(delta)})")
+    with mpmath.workdps(_DIGITS):
+        e, log_delta = _mp(eps), mpmath.log(_mp(delta))
+        best = max((e - mpmath.log(1 - 1 / _mp(a)) + (log_delta + mpmath.log(_mp(a))) / (_mp(a) - 1)) / _mp(a)
+                   for a in ORDERS)
+        if best <= 0:
+            raise ValueError(f"no Gaussian curve on the grid meets (eps={float(eps)}, delta={float(delta)})")
+        rho = Fraction(int(mpmath.floor(best * 10**20 * (1 - mpmath.mpf(10) ** -12))), 10**20)
+    if curve_to_approx_certified(gaussian_curve(rho), delta) > eps:
+        raise RuntimeError(f"the Gaussian curve of rho={float(rho)} failed its certificate at ({float(eps)}, {float(delta)})")
+    return rho
+
+
+def scaled_to_share(curve: RDP, eps: Fraction, delta: Fraction) -> RDP:
+    """The curve c·ε(α) with (nearly) the largest rational c whose conversion is at most (ε, δ).
+
+    For a budget curve shaped like the composition one plans (e.g. the RDP
+    curve of a Poisson-subsampled DP-SGD run): a Gaussian budget curve αρ is
+    far below a subsampled Gaussian's curve at high orders, and the filter
+    holds every order. Bisection on c to 10⁻⁹ relative, each candidate
+    certified by :func:`curve_to_approx_certified`.
+    """
+    if not isinstance(curve, RDP) or max(curve.epsilons) <= 0:
+        raise ValueError("curve must be an RDP with a positive value at some order")
+    low, high = Fraction(0), Fraction(1)
+    while high < 2**64 and curve_to_approx_certified(tuple(high * e for e in curve.epsilons), delta) <= eps:
+        low, high = high, 2 * high
+    for _ in range(40):
+        middle = (low + high) / 2
+        middle = Fraction(round(middle * 10**15), 10**15) if middle > 10**-12 else middle
+        if curve_to_approx_certified(tuple(middle * e for e in curve.epsilons), delta) <= eps:
+            low = middle
+        else:
+            high = middle
+    if low == 0:
+        raise ValueError(f"no positive multiple of the curve meets (eps={float(eps)}, delta={float(delta)})")
+    return RDP(tuple(low * e for e in curve.epsilons))

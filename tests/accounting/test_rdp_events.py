@@ -1,0 +1,206 @@
+"""RDP currency and dp-accounting events: costs, relations, composition before conversion, to_dp_event."""
+
+from fractions import Fraction
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from accounting import GDP, RDP, ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP, convert, rdp
+from accounting.events import planned_curve
+
+ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
+
+
+def sgd_event(q=0.01, z=1.0, steps=100):
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), steps)
+
+
+def rdp_epsilon(event, delta, relation=ADD_REMOVE):
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
+    accountant.compose(event)
+    return accountant.get_epsilon(delta)
+
+
+def pld_epsilon(event, delta, relation=ADD_REMOVE):
+    accountant = pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=1e-4)
+    accountant.compose(event)
+    return accountant.get_epsilon(delta)
+
+
+def rdp_pool(budget=ApproxDP(10, 1e-5), relation="add_remove", plan=None):
+    """An rdp account holding the whole budget; its budget curve shaped like ``plan`` (default: Gaussian)."""
+    ledger = Ledger(budget, relation=relation)
+    curves = None if plan is None else {"sgd": planned_curve(plan, budget.eps, budget.delta)}
+    return ledger, ledger.split({"sgd": 1}, currency={"sgd": "rdp"}, curves=curves)["sgd"]
+
+
+@pytest.mark.parametrize("events", [1, 2])
+def test_subsampled_dpsgd_events_match_the_rdp_accountant_on_the_composition(events):
+    delta = 1e-5
+    ledger, pool = rdp_pool(plan=sgd_event(steps=400))
+    for _ in range(events):
+        pool.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+    reference = rdp_epsilon(dp_accounting.ComposedDpEvent([sgd_event()] * events), delta)
+    eps = float(ledger.guarantee().eps)
+    assert eps == pytest.approx(reference, rel=2e-2)
+    assert eps >= reference * (1 - 1e-9)  # conservative rounding
+    # composition before conversion: far below the sum of the two converted events
+    if events == 2:
+        assert eps < 2 * rdp_epsilon(sgd_event(), delta) * 0.8
+
+
+def test_the_default_rdp_budget_is_the_largest_gaussian_curve_meeting_the_share():
+    _, pool = rdp_pool(ApproxDP(4, 0.02))
+    curve = pool.budget.epsilons
+    rho = curve[rdp.ORDERS.index(2)] / 2
+    assert all(c == order * rho for c, order in zip(curve, rdp.ORDERS))
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(dp_accounting.ZCDpEvent(float(rho)))
+    assert accountant.get_epsilon(0.02) <= 4 + 1e-9
+    assert accountant.get_epsilon(0.02) == pytest.approx(4, rel=1e-6)  # nothing wasted on the grid
+    # a grid of orders can only do worse than the CKS inverse over all real orders, here by < 0.1%
+    assert float(rho) <= convert.approx_to_zcdp(4, 0.02) and float(rho) == pytest.approx(
+        convert.approx_to_zcdp(4, 0.02), rel=1e-3)
+
+
+def test_the_gaussian_default_curve_refuses_a_subsampled_run_that_a_planned_curve_takes():
+    _, gaussian = rdp_pool(ApproxDP(4, 1e-5))
+    with pytest.raises(BudgetExceeded):  # high orders: the subsampled curve is far above αρ
+        gaussian.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+    _, planned = rdp_pool(ApproxDP(4, 1e-5), plan=sgd_event(steps=1000))
+    for _ in range(10):
+        planned.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+
+
+def test_a_user_curve_is_checked_against_the_share():
+    planned = rdp_privacy_accountant.RdpAccountant()
+    planned.compose(sgd_event(steps=1000))
+    curve = RDP.from_floats_up(planned._rdp)
+    ledger = Ledger(ApproxDP(4, 1e-5), relation="add_remove")
+    pool = ledger.split({"sgd": 1}, currency={"sgd": "rdp"}, curves={"sgd": curve})["sgd"]
+    assert pool.budget == curve
+    for _ in range(9):
+        pool.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+    with pytest.raises(BudgetExceeded):  # 1100 of the 1000 planned steps
+        pool.charge_event(sgd_event(steps=200), mechanism="DP-SGD", relation="add_remove")
+    tight = Ledger(ApproxDP(0.5, 1e-5), relation="add_remove")
+    with pytest.raises(ValueError, match="curves"):
+        tight.split({"sgd": 1}, currency={"sgd": "rdp"}, curves={"sgd": curve})
+
+
+def test_over_budget_event_is_refused_and_changes_nothing(tmp_path):
+    with Ledger(ApproxDP(1.5, 1e-5), relation="add_remove", journal=tmp_path / "j.db") as ledger:
+        pool = ledger.split({"sgd": 1}, currency={"sgd": "rdp"},
+                            curves={"sgd": planned_curve(sgd_event(steps=60), 1.5, 1e-5)})["sgd"]
+        pool.charge_event(sgd_event(steps=50), mechanism="DP-SGD", relation="add_remove")
+        before = (ledger.to_json(), ledger.guarantee(), ledger.to_dp_event())
+        with pytest.raises(BudgetExceeded):
+            pool.charge_event(sgd_event(steps=5000), mechanism="DP-SGD", relation="add_remove")
+        assert (ledger.to_json(), ledger.guarantee(), ledger.to_dp_event()) == before
+    with Ledger.from_journal(tmp_path / "j.db") as ledger:
+        assert (ledger.to_json(), ledger.guarantee(), ledger.to_dp_event()) == before
+
+
+def test_to_dp_event_round_trips_through_dp_accounting():
+    delta = 1e-6
+    ledger = Ledger(ApproxDP(20, 1e-5), relation="add_remove")
+    accounts = ledger.split({"g": 1, "r": 1, "z": 1}, currency={"g": "gdp", "r": "rdp", "z": "zcdp"},
+                            curves={"r": planned_curve(sgd_event(), Fraction(20, 3), Fraction(1, 3 * 10**5))})
+    accounts["g"].charge(GDP(0.5), mechanism="Gaussian", relation="add_remove")
+    accounts["g"].charge_event(dp_accounting.GaussianDpEvent(2.0), mechanism="Gaussian", relation="add_remove")
+    accounts["r"].charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+    accounts["z"].charge(ZCDP(0.05), mechanism="tree", relation="add_remove")
+    event = ledger.to_dp_event()
+    expected = dp_accounting.ComposedDpEvent([
+        dp_accounting.GaussianDpEvent(2.0), dp_accounting.GaussianDpEvent(2.0), sgd_event(),
+        dp_accounting.ZCDpEvent(0.05)])
+    assert event == expected
+    # charging it again in an rdp account costs the RDP curve of everything charged
+    again = Ledger(ApproxDP(20, 1e-5), relation="add_remove")
+    pool = again.split({"all": 1}, currency={"all": "rdp"}, curves={"all": planned_curve(event, 20, 1e-5)})["all"]
+    pool.charge_event(event, mechanism="replay", relation="add_remove")
+    assert float(rdp.curve_to_approx_certified(pool.spent.epsilons, Fraction(delta))) == pytest.approx(
+        rdp_epsilon(expected, delta), rel=1e-8)
+    pure = Ledger(ApproxDP(1, 1e-5), relation="add_remove")
+    pure.charge(PureDP(0.1), mechanism="Laplace", relation="add_remove")
+    with pytest.raises(TypeError, match="charge #1"):
+        pure.to_dp_event()
+
+
+def test_relations_are_restated_soundly_or_refused():
+    z = 1.0
+    # unsampled: an add/remove Gaussian in a replace-one ledger doubles its sensitivity (ρ ×4)
+    _, pool = rdp_pool(ApproxDP(100, 1e-5), relation="replace_one")
+    same = pool.charge_event(dp_accounting.GaussianDpEvent(z), mechanism="g", relation="replace_one").charged
+    doubled = pool.charge_event(dp_accounting.GaussianDpEvent(z), mechanism="g", relation="add_remove").charged
+    assert doubled.epsilons == tuple(4 * e for e in same.epsilons) or all(
+        d >= 4 * s * (1 - 1e-11) for d, s in zip(doubled.epsilons, same.epsilons))
+    # sampled add/remove event in a replace-one ledger: refused by rdp, PLD replace-one in approx
+    with pytest.raises(TypeError, match="RdpAccountant"):
+        pool.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+    approx = Ledger(ApproxDP(10, 1e-5))
+    receipt = approx.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove", delta=1e-6)
+    replace = pld_epsilon(sgd_event(), 1e-6, REPLACE_ONE)
+    assert float(receipt.charged.eps) == pytest.approx(replace, rel=1e-9)
+    assert replace > pld_epsilon(sgd_event(), 1e-6, ADD_REMOVE) * 1.1  # never the add/remove figure
+    with pytest.raises(TypeError, match="sampled"):
+        approx.charge_event(sgd_event(), mechanism="DP-SGD", relation="replace_one", delta=1e-6)
+    with pytest.raises(ValueError, match="replace_one"):
+        rdp_pool()[1].charge_event(dp_accounting.GaussianDpEvent(z), mechanism="g", relation="replace_one")
+    # the Gaussian the pitfall names: PLD replace-one is 11.00, add/remove 4.89, at δ = 1e-6
+    gaussian = Ledger(ApproxDP(20, 1e-5)).charge_event(dp_accounting.GaussianDpEvent(1.0), mechanism="g",
+                                                        relation="add_remove", delta=1e-6)
+    assert float(gaussian.charged.eps) == pytest.approx(pld_epsilon(dp_accounting.GaussianDpEvent(1.0), 1e-6,
+                                                                    REPLACE_ONE), rel=1e-9)
+
+
+def test_each_currency_costs_events_and_refuses_the_rest():
+    gauss = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 3)
+    g = Ledger(GDP(5), relation="add_remove")
+    assert g.charge_event(gauss, mechanism="g", relation="add_remove").charged == GDP.from_mu_squared(Fraction(3, 4))
+    with pytest.raises(TypeError, match="unsubsampled Gaussian"):
+        g.charge_event(dp_accounting.LaplaceDpEvent(1.0), mechanism="l", relation="add_remove")
+    with pytest.raises(TypeError, match="delta"):
+        g.charge_event(gauss, mechanism="g", relation="add_remove", delta=1e-5)
+    z = Ledger(ZCDP(5), relation="add_remove")
+    assert z.charge_event(gauss, mechanism="g", relation="add_remove").charged == ZCDP(Fraction(3, 8))
+    p = Ledger(PureDP(5), relation="add_remove")
+    laplace = dp_accounting.LaplaceDpEvent(2.0)
+    assert p.charge_event(laplace, mechanism="l", relation="add_remove").charged == PureDP(Fraction(1, 2))
+    a = Ledger(ApproxDP(5, 1e-5), relation="add_remove")
+    with pytest.raises(TypeError, match="delta"):
+        a.charge_event(gauss, mechanism="g", relation="add_remove")
+    eps = a.charge_event(gauss, mechanism="g", relation="add_remove", delta=1e-6).charged.eps
+    assert float(eps) == pytest.approx(pld_epsilon(gauss, 1e-6), rel=1e-9)
+    with pytest.raises(TypeError, match="DpEvent"):
+        a.charge_event(ApproxDP(1, 1e-6), mechanism="x", relation="add_remove", delta=1e-6)
+
+
+@pytest.mark.parametrize("rho, delta", [(0.5, 1e-6), (0.005, 1e-6), (2.0, 1e-3)])
+def test_rdp_conversion_matches_dp_accounting_compute_epsilon(rho, delta):
+    curve = rdp.gaussian_curve(Fraction(rho))
+    ours = float(rdp.curve_to_approx_certified(curve, Fraction(delta)))
+    theirs, _ = rdp_privacy_accountant.compute_epsilon([float(o) for o in rdp.ORDERS], [float(c) for c in curve],
+                                                       delta)
+    assert ours == pytest.approx(theirs, rel=1e-12) and ours >= theirs
+
+
+def test_exact_curves_of_other_costs_and_refusals():
+    ledger = Ledger(RDP([order for order in rdp.ORDERS]))  # budget α at every order
+    assert ledger.charge(ZCDP(0.25), mechanism="z").charged.epsilons == tuple(o / 4 for o in rdp.ORDERS)
+    assert ledger.charge(GDP(0.5), mechanism="g").charged.epsilons == rdp.gaussian_curve(Fraction(1, 8))
+    pure = ledger.charge(PureDP(0.2), mechanism="p").charged.epsilons
+    assert pure == tuple(min(Fraction(1, 5), o / 50) for o in rdp.ORDERS)
+    with pytest.raises(TypeError, match="approximate"):
+        ledger.charge(ApproxDP(0.1, 1e-9), mechanism="a")
+    with pytest.raises(TypeError, match="approximate"):
+        ledger.charge(ZCDP(0.1, 1e-9), mechanism="a")
+    with pytest.raises(TypeError, match="RDP"):
+        Ledger(ZCDP(1)).charge(ledger.root.spent, mechanism="r")
+    assert float(ledger.guarantee(1e-5).eps) > 0
+    np.testing.assert_array_less(-1e-300, [float(e) for e in ledger.root.remaining.epsilons])
