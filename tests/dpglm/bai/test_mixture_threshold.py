@@ -12,7 +12,11 @@ from scipy.stats import beta as beta_dist
 
 from accounting import Ledger, PureDP
 from dpglm.bai.divergences import d_minus, d_plus
-from dpglm.bai.mixture_threshold import MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
+from dpglm.bai.mixture_threshold import (
+    MixtureThreshold,
+    discrete_laplace_log_mgf,
+    laplace_log_mgf,
+)
 from dpglm.bai.thresholds import LaplaceTailThreshold
 from mechanisms.geometric import GeometricBatchMean
 
