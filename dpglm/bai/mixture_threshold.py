@@ -8,7 +8,7 @@ that, for any sampling rule,
     P[∃t: Ñ_a d⁻_ε(μ̃_a, μ_a) + Ñ_b d⁺_ε(μ̃_b, μ_b) > c(k_a, k_b)] ≤ δ/(K − 1).
 
 Per arm, Φ = w₀ + (1 − w₀)∫ exp(λ(S_n + W_k) − nψ_μ(λ) − kφ(λ)) ρ(dλ) is a
-nonnegative martingale in global time (ψ_μ the Bernoulli log-MGF, φ the
+nonnegative martingale in global time (w₀ = 0.1; ψ_μ the Bernoulli log-MGF, φ the
 per-batch noise log-MGF, ρ a prior on λ = εθ ∈ (0, ε) with density
 1/(θ(1 + log(1/θ))²)); the product over the two arms of a pair is too, and Ville's
 inequality bounds its crossing of (K − 1)/δ once for all times (Kaufmann &
@@ -30,7 +30,7 @@ from mechanisms.geometric import refresh_points
 
 __all__ = ["MixtureThreshold", "discrete_laplace_log_mgf", "laplace_log_mgf"]
 
-_W0 = 0.5  # prior atom at λ = 0: Φ ≥ w₀ whatever the data, so one arm's luck cannot hide the other's
+_W0 = 0.1  # prior atom at λ = 0: Φ ≥ w₀ whatever the data, so one arm's luck cannot hide the other's
 
 
 def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:

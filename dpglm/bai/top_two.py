@@ -24,12 +24,22 @@ challenger split inside a block is thus an approximation of the per-step TCI
 argmin (exact as ``block_fraction`` → 0 up to the N_B drift inside a block);
 correctness (δ) and privacy (ε) do not depend on the sampling rule at all.
 
-``forced_exploration=True`` adds the forced exploration of Garivier & Kaufmann
-(2016) (an arm with N_a < √t − K/2 is pulled first). It is off by default (not
-part of DP-TT as described); it exists because TCI explores an arm whose private
-estimate is badly low only at a logarithmic rate while its estimate refreshes
-only when its count doubles, which gives DP-TT a heavy right tail on instances
-with tied sub-optimal arms (μ1).
+Forced exploration (``forced_exploration``): while the least pulled arm has
+N_a below a floor f(t), it is pulled first (checked at block starts).
+``True``/``"sqrt"``: f(t) = √t − K/2 (Garivier & Kaufmann 2016). ``"log-linear"``:
+f(t) = t/(K(1 + log t)), DP-TT's default. This rate is matched to the refresh schedule. TCI
+explores an arm whose private estimate came out badly low only at a log rate,
+while the estimate refreshes only when the count doubles. A best arm stuck
+below a tied sub-optimal one (μ1) then needs Θ(t) fresh pulls to be seen
+again, and √t is far too slow for that (runs cut at 1e8 steps at small ε).
+f(t) = o(t) keeps DP-TT's asymptotic guarantee. Once the allocation is
+close to w*_{ε,β}, every arm has N_a ≥ w*_a t/2 > f(t) from some t on, so
+the forcing stops acting. Before that, it only adds pulls to under-sampled
+arms, which the sufficient-exploration step of the Top Two analysis allows.
+``challenger_counts="phase"`` computes the TCI keys with the phase counts Ñ
+instead of N (keys then change only at refreshes). It is measured, not
+proven: the Top Two convergence argument evaluates the transport cost at the
+current allocation N, so this variant is not the default.
 """
 
 from __future__ import annotations
@@ -206,10 +216,18 @@ class _TopTwo:
         eta: float = 1.0,
         threshold: str = "provable",
         block_fraction: float = 1 / 32,
-        forced_exploration: bool = False,
+        forced_exploration: bool | str = False,
+        challenger_counts: str = "true",
     ) -> None:
         self.mu = _check_mu(mu)
-        self.forced_exploration = bool(forced_exploration)
+        fe = {False: None, True: "sqrt"}.get(forced_exploration, forced_exploration) \
+            if isinstance(forced_exploration, bool) else forced_exploration
+        if fe not in (None, "sqrt", "log-linear"):
+            raise ValueError(f"forced_exploration must be False, True ('sqrt') or 'log-linear', got {forced_exploration!r}")
+        self.forced_exploration = fe
+        if challenger_counts not in ("true", "phase"):
+            raise ValueError(f"challenger_counts must be 'true' or 'phase', got {challenger_counts!r}")
+        self.challenger_counts = challenger_counts
         self.epsilon = float(epsilon)
         if not self.epsilon > 0:
             raise ValueError(f"epsilon must be in (0, inf], got {epsilon!r}")
@@ -293,7 +311,11 @@ class _TopTwo:
             i = np.arange(rows.size)
             m = est.means()[rows]
             n = N[rows]
-            v, s = self._challenger_keys(m, n, B, t[rows])
+            if self.challenger_counts == "phase":  # keys on Ñ: constant between refreshes
+                v, s = self._challenger_keys(m, np.maximum(est.phase_counts[rows], 1), B, t[rows])
+                s = np.zeros_like(s)
+            else:
+                v, s = self._challenger_keys(m, n, B, t[rows])
             # keys must grow visibly per pull for the merge: a key that does not grow (or
             # shrinks: AdaP-TT's challenger when μ̃_a > μ̃_B) gets a slope just above its ulp
             s = np.maximum(s, 1e-12 * np.maximum(1.0, np.abs(np.where(np.isfinite(v), v, 1.0))))
@@ -337,7 +359,9 @@ class _TopTwo:
                 # N_a < √t − K/2, pull the least pulled one (checked at block starts;
                 # its consecutive forced pulls are exactly the per-step rule's)
                 low = np.argmin(n, axis=1)
-                deficit = np.ceil(np.sqrt(t[rows]) - K / 2).astype(np.int64) - n[i, low]
+                tt = t[rows].astype(float)
+                floor = np.sqrt(tt) - K / 2 if self.forced_exploration == "sqrt" else tt / (K * (1 + np.log(tt)))
+                deficit = np.ceil(floor).astype(np.int64) - n[i, low]
                 forced = deficit > 0
                 f_len = np.minimum(np.minimum(deficit, remaining[i, low]), budget)
                 add = np.where(forced[:, None], 0, add)
@@ -391,11 +415,19 @@ class DPTopTwo(_TopTwo):
     Geometric-batch Laplace estimator (cumulative; :class:`mechanisms.geometric.GeometricBatchMean`),
     EB leader, TCI challenger with C*_ε and true counts, β-tracking, GLR stopping
     with phase counts Ñ re-solved only at refreshes. ``threshold="provable"``
-    (default) is :class:`~dpglm.bai.thresholds.LaplaceTailThreshold`, ``"gamma"``
-    its looser closed form :class:`~dpglm.bai.thresholds.GammaThreshold`; ``"heuristic"``
-    is :class:`~dpglm.bai.thresholds.HeuristicThreshold` (figure comparison only).
-    Each run holds a pure-ε :class:`accounting.Ledger`; its report shows ε in total.
+    (default) is the time-uniform pair threshold
+    :class:`~dpglm.bai.mixture_threshold.MixtureThreshold` (``docs/bai-threshold.md``);
+    ``"phase-union"`` the former per-arm union over phases
+    (:class:`~dpglm.bai.thresholds.LaplaceTailThreshold`), ``"gamma"`` its looser
+    closed form; ``"heuristic"`` is :class:`~dpglm.bai.thresholds.HeuristicThreshold`
+    (figure comparison only). Each run holds a pure-ε :class:`accounting.Ledger`;
+    its report shows ε in total. Forced exploration
+    defaults to ``"log-linear"`` (module docstring).
     """
+
+    def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, forced_exploration: bool | str = "log-linear",
+                 **kwargs) -> None:
+        super().__init__(mu, epsilon, delta, forced_exploration=forced_exploration, **kwargs)
 
 
 class EBTopTwo(_TopTwo):

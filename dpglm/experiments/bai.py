@@ -2,8 +2,10 @@
 
 Jourdan & Azize (2025), Figure 1: δ = 0.01, ε on the grid 10^{−3+2j/3}, j = 0..8,
 Bernoulli instances μ1 = (0.95, 0.9, 0.9, 0.9, 0.5) and μ2 = (0.75, 0.625, 0.5,
-0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (also with the forced
-exploration of Garivier & Kaufmann 2016), AdaP-TT, AdaP-TT⋆, DP-SE and the
+0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (default: log-linear
+forced exploration; also with the √t forced exploration of Garivier & Kaufmann
+2016, and with a phase-count challenger), AdaP-TT, AdaP-TT⋆, DP-SE (as specified,
+and as in the authors' public code: ``DPSE(mean="cumulative-count")``) and the
 non-private EB-TCI; mean ± 2 std over runs with T*_ε·log(1/(3δ)) as the lower
 bound. Two families of stopping rules, compared within each: ``provable``
 (every rule proven δ-correct) and ``heuristic`` (the unproven thresholds of
@@ -31,8 +33,8 @@ INSTANCES = {
     "mu1": (0.95, 0.9, 0.9, 0.9, 0.5),
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
-ALGORITHMS = ("DP-TT", "DP-TT (forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
-              "DP-SE (cumulative count)")  # new names go last: the seeds index this tuple
+ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
+              "DP-SE (cumulative count)", "DP-TT (phase-count challenger)")  # new names go last: the seeds index this tuple
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
@@ -68,8 +70,10 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         raise ValueError(f"unknown stopping family {stopping!r}; allowed: {STOPPING}")
     if name == "DP-TT":
         return DPTopTwo(mu, eps, DELTA, threshold=stopping)
-    if name == "DP-TT (forced exploration)":
-        return DPTopTwo(mu, eps, DELTA, threshold=stopping, forced_exploration=True)
+    if name == "DP-TT (sqrt forced exploration)":  # Garivier & Kaufmann (2016) instead of the log-linear default
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, forced_exploration="sqrt")
+    if name == "DP-TT (phase-count challenger)":  # measured variant, no proof of its asymptotics
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="phase")
     if name == "AdaP-TT":
         return AdaPTT(mu, eps, DELTA, threshold=stopping)
     if name == "AdaP-TT*":
