@@ -4,25 +4,27 @@ For every audit and ε it prints the claimed (ε, δ), the certified lower bound
 at 95 %, the runs used and the verdict; it writes ``NAME-epsE.json`` (the full
 result record) and ``NAME-epsE.png`` (histograms of the chosen statistic on
 the two neighbours, with the threshold) under ``--out``, and a summary
-``summary.json`` / ``summary.csv``. The bandit coupling audits have no score
-distribution (their output is two action sequences) and no plot. ``--engine``
-chooses where the independent run-chunks are computed (:mod:`audits.engine`).
-The exit status is 0 when every real mechanism is "consistent" and every
-planted bug "violated", 1 otherwise.
+``summary.json`` / ``summary.csv`` (JSON strict: an infinite bound is ``null``).
+The bandit coupling audits have no score distribution (their output is two
+action sequences) and no plot. ``--engine``, ``--jobs``, ``--address`` choose
+where the independent run-chunks are computed (:mod:`audits.engine`). The exit
+status is 0 when every real mechanism is "consistent" and every planted bug
+"violated", 1 otherwise; a user error is one line on stderr and status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import sys
 import time
 
 from audits.base import Audit
 from audits.catalogue import CATALOGUE, get_spec
-from audits.engine import DASK_INSTALL, ENGINES, engine_session, require_engine
+from audits.engine import engine_session
+from dpglm.experiments.engine import add_engine_arguments, engine_from_args
+from dpglm.experiments.results import strict_json
 
 SUMMARY_FIELDS = ("audit", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
                   "ratio", "method", "statistic", "runs", "holdout_runs", "seed", "seconds")
@@ -40,12 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=os.path.join("results", "audits"),
                         help="directory for JSON results and PNG plots (default results/audits)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG score plots")
-    parser.add_argument("--engine", choices=ENGINES, default="local",
-                        help="where the run-chunks are computed: 'local' (this process, or --jobs joblib "
-                             f"workers) or 'dask' (dask.distributed, not a dependency: {DASK_INSTALL}); "
-                             "the single-release and coupling audits always run locally")
-    parser.add_argument("--jobs", type=int, default=2,
-                        help="worker processes for chunked audits (joblib, or a new local dask cluster; default 2)")
+    add_engine_arguments(parser, jobs=2)
 
 
 def _plot(result, path: str) -> None:
@@ -83,19 +80,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--epsilon must be > 0, got {args.epsilon}")
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
-    try:
-        require_engine(args.engine)
-    except ImportError as error:  # an optional engine that is not installed: say what to install
-        print(f"dpglm audit: {error}", file=sys.stderr)
-        return 2
+    engine = engine_from_args(args)  # an optional engine that is not installed: ImportError naming it
+    args.engine = engine.engine
     os.makedirs(args.out, exist_ok=True)
     tasks = [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)]
-    with engine_session(args.engine, args.jobs):
+    with engine_session(engine):
         rows, failures, elapsed = _run_tasks(tasks, args)
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump({"rows": rows, "seconds": elapsed, "quick": args.quick}, handle, indent=2)
+        handle.write(strict_json({"rows": rows, "seconds": elapsed, "quick": args.quick}, indent=2))
     with open(os.path.join(args.out, "summary.csv"), "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
         writer.writeheader()
@@ -118,7 +110,7 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
         result = audit.run(runs, seed=args.seed)
         stem = os.path.join(args.out, f"{spec.name}-eps{eps:g}")
         with open(stem + ".json", "w", encoding="utf-8") as handle:
-            handle.write(result.to_json())
+            handle.write(strict_json(result.to_dict(), indent=2, sort_keys=True))
         if not args.no_plots and hasattr(result, "scores_null"):
             _plot(result, stem + ".png")
         ok = result.verdict == spec.expected

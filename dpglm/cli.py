@@ -41,7 +41,7 @@ def _add_commands(
     dest: str,
 ) -> None:
     """Add ``commands`` under ``parser``; import only the leaf named by ``path``."""
-    subparsers = parser.add_subparsers(dest=dest, required=True, metavar=dest.upper())
+    subparsers = parser.add_subparsers(dest=dest, required=True, metavar=dest.upper(), parser_class=_Parser)
     selected = path[0] if path else None
     for name, target, help_text in commands:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -55,21 +55,57 @@ def _add_commands(
             _add_commands(sub, target, path[1:], dest=name)
 
 
+class UsageError(Exception):
+    """A command line the parser refuses (printed as one line, exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print the usage block and exit
+        raise UsageError(f"{self.prog}: {message}")
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The ``dpglm`` parser, with arguments loaded for the command ``argv`` names."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dpglm",
         description="Privacy-accounting-first differentially private bandits.",
     )
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     path = [arg for arg in argv if not arg.startswith("-")]
     _add_commands(parser, COMMANDS, path, dest="command")
     return parser
 
 
+#: Exceptions that mean "the user asked for something impossible": one line, exit status 2.
+USER_ERRORS = (UsageError, ValueError, TypeError, ImportError, OSError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; a user error is one line on stderr and exit status 2 (``--debug``: the traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
-    return int(args._run(args) or 0)
+    debug = "--debug" in argv
+    argv = [arg for arg in argv if arg != "--debug"]  # accepted anywhere on the line
+    path = [arg for arg in argv if not arg.startswith("-")]
+    if path and path[0] in ("reproduce", "audit"):
+        # Before numpy loads: one BLAS/OpenMP thread, as in every worker (bitwise-equal numbers).
+        from dpglm.experiments.engine import pin_threads
+
+        pin_threads()
+    try:
+        args = build_parser(argv).parse_args(argv)
+        return int(args._run(args) or 0)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        message = str(error) if isinstance(error, UsageError) else f"dpglm: error: {error}"
+        print(" ".join(message.split()), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("dpglm: interrupted (a sweep resumes from its manifest when rerun with the same --out)",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

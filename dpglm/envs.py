@@ -7,8 +7,9 @@ ball, the policy picks one, and the environment draws its reward with mean
     R_T = Σ_t max_{x ∈ X_t} μ(⟨x, θ*⟩) − μ(⟨x_t, θ*⟩).
 
 The environment's randomness (θ* direction, contexts, rewards) comes from its own
-streams spawned from the Generator it is given, never from the policy's, and rewards
-are coupled across arms (one uniform U_{t,k} per round and arm: r = 1[U_{t,k} < μ]),
+streams spawned from the Generator it is given, never from the policy's (the
+stochastic one draws them in blocks from counter-addressed seeds, memory
+O(block·K·d)), and rewards are coupled across arms (one uniform U_{t,k} per round and arm: r = 1[U_{t,k} < μ]),
 so two policies run on environments built from the same seed see the same contexts and
 the same reward for the same choice.
 """
@@ -21,10 +22,14 @@ import numpy as np
 
 from dpglm.glm import GLMFamily, get_family, kappa, kappa_star
 
-__all__ = ["ContextualGLMEnv", "StochasticContextEnv", "AdversarialContextEnv", "NORM_TOLERANCE"]
+__all__ = ["BLOCK_ROUNDS", "NORM_TOLERANCE", "AdversarialContextEnv", "ContextualGLMEnv", "StochasticContextEnv"]
 
 NORM_TOLERANCE = 1e-9
 """Contexts may exceed the unit norm by this relative amount (floating-point slack)."""
+
+BLOCK_ROUNDS = 1024
+"""Rounds per block of :class:`StochasticContextEnv` (part of its definition: another
+block length gives other, equally distributed, numbers)."""
 
 Adversary = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
 """``adversary(t, past_actions, past_rewards) -> (K, d)`` contexts of round t."""
@@ -169,6 +174,12 @@ class ContextualGLMEnv:
             raise ValueError(f"t must be the current round {self.t}, got {t}")
         if t >= self.horizon:
             raise ValueError(f"horizon exceeded: t must be < {self.horizon}, got {t}")
+        arms = self._arms(t)
+        self._shown = arms
+        return arms
+
+    def _arms(self, t: int) -> np.ndarray:
+        """The arm set of round t (checked to be the current round)."""
         if self._contexts is not None:
             arms = self._contexts[t]
         else:
@@ -180,7 +191,6 @@ class ContextualGLMEnv:
             ).copy()
             arms.setflags(write=False)
             self._seen[t] = arms
-        self._shown = arms
         return arms
 
     def pull(self, t: int, index: int) -> float:
@@ -192,25 +202,32 @@ class ContextualGLMEnv:
         if not 0 <= index < self.n_arms:
             raise ValueError(f"index must be in [0, {self.n_arms}), got {index}")
         index = int(index)
-        if self._means is not None:
-            mean = self._means[t, index]
-            best = self._best[t]
-        else:
-            means = self.family.mu(self._shown @ self.theta_star)
-            mean, best = means[index], means.max()
+        means, best = self._round_means(t)
+        mean = means[index]
         if self._reward_table is not None:
             reward = float(self._reward_table[t, index])
         elif self._reward_model is not None:
             reward = float(self._reward_model(t, index, float(mean)))
             self._check_reward_values(reward)
         else:
-            reward = float(self._uniforms[t, index] < mean) * self.R
+            reward = float(self._round_uniforms(t)[index] < mean) * self.R
         self.actions[t] = index
         self.rewards[t] = reward
         self.instant_regret[t] = best - mean
         self.t += 1
         self._shown = None
         return reward
+
+    def _round_means(self, t: int) -> tuple[np.ndarray, float]:
+        """μ(⟨x, θ*⟩) of every arm of round t (shown), and their max."""
+        if self._means is not None:
+            return self._means[t], self._best[t]
+        means = self.family.mu(self._shown @ self.theta_star)
+        return means, means.max()
+
+    def _round_uniforms(self, t: int) -> np.ndarray:
+        """The K reward uniforms of round t (coupled across policies)."""
+        return self._uniforms[t]
 
     # -- results ----------------------------------------------------------------------
     @property
@@ -227,6 +244,12 @@ class ContextualGLMEnv:
             raise ValueError("no contexts seen yet: play at least one round first")
         return self._seen[: self.t]
 
+    def context_window(self, start: int, stop: int) -> np.ndarray:
+        """The arm sets of rounds start..stop−1 (with an adversary: of the rounds seen)."""
+        if not 0 <= start <= stop <= self.horizon:
+            raise ValueError(f"need 0 <= start <= stop <= {self.horizon}, got {start}, {stop}")
+        return self.context_sequence[start:stop]
+
     @property
     def kappa(self) -> float:
         """Oracle κ over every context of the run (paper §4.1; what Table 2 reports)."""
@@ -242,6 +265,14 @@ class StochasticContextEnv(ContextualGLMEnv):
     """The paper's §8 instance (model M1): θ* on the sphere of radius S, K fresh arms
     uniform in the unit ball every round, Bernoulli rewards with mean μ(⟨x, θ*⟩).
 
+    Contexts and reward uniforms are drawn in blocks of :data:`BLOCK_ROUNDS` rounds,
+    block b from its own counter-based seed (child b of the context or reward stream's
+    ``SeedSequence``), so memory is O(block·K·d) whatever T, and a block's numbers
+    depend only on the environment's seed and b — not on the policy, nor on which
+    rounds were played before (docs/engine.md, "environments"). Two environments
+    built from the same seed therefore show every policy the same contexts and the
+    same reward for the same choice.
+
     Parameters
     ----------
     family : GLMFamily or str
@@ -250,8 +281,7 @@ class StochasticContextEnv(ContextualGLMEnv):
         ‖θ*‖; θ* = S·u with u uniform on the sphere unless ``theta_star`` is given
         (then ‖theta_star‖ ≤ S is required).
     rng : numpy.random.Generator
-        Spawned into three independent streams: θ*, contexts, rewards. All contexts are
-        drawn up front so they do not depend on the policy.
+        Spawned into three independent streams: θ*, contexts, rewards.
     theta_star : ndarray (d,), optional
     """
 
@@ -285,8 +315,92 @@ class StochasticContextEnv(ContextualGLMEnv):
             if np.linalg.norm(theta_star) > S * (1.0 + NORM_TOLERANCE):
                 raise ValueError(f"theta_star must satisfy ‖θ*‖ ≤ S = {S}, got {np.linalg.norm(theta_star):.6g}")
         self.S = S
-        contexts = sample_unit_ball(context_rng, (int(horizon), int(n_arms)), int(d))
-        super().__init__(family, theta_star, contexts, reward_rng)
+        self.family = get_family(family)
+        theta_star = np.array(theta_star, dtype=float)
+        theta_star.setflags(write=False)
+        self.theta_star = theta_star
+        self.d, self.n_arms, self.horizon = int(d), int(n_arms), int(horizon)
+        self.R = float(self.family.reward_bound)
+        self._adversary = None
+        self._contexts = self._means = self._best = None
+        self._reward_model = self._reward_table = None
+        self._context_seed = context_rng.bit_generator.seed_seq
+        self._reward_seed = reward_rng.bit_generator.seed_seq
+        self._block_index, self._block = -1, None
+        self._kappas: tuple[float, float] | None = None
+        self.reset()
+
+    # -- blocks -----------------------------------------------------------------------
+    def _draw(self, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Contexts (n, K, d), means, best means and reward uniforms (n, K) of ``block``."""
+        rounds = min(BLOCK_ROUNDS, self.horizon - block * BLOCK_ROUNDS)
+        contexts = sample_unit_ball(_block_stream(self._context_seed, block), (rounds, self.n_arms), self.d)
+        contexts.setflags(write=False)
+        means = self.family.mu(contexts @ self.theta_star)
+        uniforms = _block_stream(self._reward_seed, block).random((rounds, self.n_arms))
+        return contexts, means, means.max(axis=1), uniforms
+
+    def _at(self, t: int) -> tuple[tuple[np.ndarray, ...], int]:
+        block, offset = divmod(t, BLOCK_ROUNDS)
+        if block != self._block_index:
+            self._block_index, self._block = block, self._draw(block)
+        return self._block, offset
+
+    def _arms(self, t: int) -> np.ndarray:
+        block, offset = self._at(t)
+        return block[0][offset]
+
+    def _round_means(self, t: int) -> tuple[np.ndarray, float]:
+        block, offset = self._at(t)
+        return block[1][offset], block[2][offset]
+
+    def _round_uniforms(self, t: int) -> np.ndarray:
+        block, offset = self._at(t)
+        return block[3][offset]
+
+    def context_window(self, start: int, stop: int) -> np.ndarray:
+        """The arm sets of rounds start..stop−1, shape (stop − start, K, d) (drawn again, read-only)."""
+        if not 0 <= start <= stop <= self.horizon:
+            raise ValueError(f"need 0 <= start <= stop <= {self.horizon}, got {start}, {stop}")
+        blocks = range(start // BLOCK_ROUNDS, -(-stop // BLOCK_ROUNDS))
+        parts = [self._draw(b)[0] for b in blocks]
+        if not parts:
+            return np.zeros((0, self.n_arms, self.d))
+        first = blocks[0] * BLOCK_ROUNDS
+        window = np.concatenate(parts)[start - first: stop - first]
+        window.setflags(write=False)
+        return window
+
+    @property
+    def context_sequence(self) -> np.ndarray:
+        """Every arm set, shape (T, K, d): O(T·K·d) memory, drawn on demand (prefer :meth:`context_window`)."""
+        return self.context_window(0, self.horizon)
+
+    def _kappa_pair(self) -> tuple[float, float]:
+        """(κ, κ*) over every context of the run, one block at a time (exact: a min/max of block min/max)."""
+        if self._kappas is None:
+            low, high = np.inf, -np.inf
+            for block in range(-(-self.horizon // BLOCK_ROUNDS)):
+                slopes = self.family.dmu(self._draw(block)[0] @ self.theta_star)
+                low, high = min(low, float(slopes.min())), max(high, float(slopes.max()))
+            self._kappas = (1.0 / low, 1.0 / high)
+        return self._kappas
+
+    @property
+    def kappa(self) -> float:
+        """Oracle κ over every context of the run (paper §4.1; what Table 2 reports)."""
+        return self._kappa_pair()[0]
+
+    @property
+    def kappa_star(self) -> float:
+        """Oracle κ* over every context of the run (paper §4.1)."""
+        return self._kappa_pair()[1]
+
+
+def _block_stream(seed: np.random.SeedSequence, block: int) -> np.random.Generator:
+    """Generator of ``block``: child ``block`` of ``seed`` (what ``seed.spawn`` would give), counter-addressed."""
+    return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key + (block,),
+                                                        pool_size=seed.pool_size))
 
 
 class AdversarialContextEnv(ContextualGLMEnv):

@@ -30,6 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
+
+    if args.horizon < 1:
+        raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
+    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
+        raise ValueError(f"--epsilon must be a finite number > 0, got {args.epsilon}")
+    if not 0 < args.delta < 1:
+        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
+    if not (math.isfinite(args.S) and args.S > 0):
+        raise ValueError(f"--S must be a finite number > 0, got {args.S}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
     import numpy as np
 
     import matplotlib
@@ -38,12 +50,11 @@ def run(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from dpglm.envs import StochasticContextEnv
+    from dpglm.experiments.results import strict_json
     from dpglm.policies import run_policy_record
     from dpglm.policies.joint_dp import JointDPGLMBandit
     from dpglm.policies.rarely_switching import RSGLinUCB
 
-    if args.horizon < 1:
-        raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     d, n_arms = 3, 20
@@ -80,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         for i, t in enumerate(rounds):
             fh.write(f"{t}," + ",".join(f"{rec.regret[i]:.6f}" for rec in records.values()) + "\n")
     summary = {
-        "setting": {"family": "probit", "d": d, "K": n_arms, "T": args.horizon, "S": args.S,
+        "setting": {"family": "probit", "d": d, "K": n_arms, "horizon": args.horizon, "S": args.S,
                     "kappa": env.kappa, "epsilon": args.epsilon, "delta": args.delta,
                     "preset": args.preset, "seed": args.seed},
         "final_regret": {name: float(rec.regret[-1]) for name, rec in records.items()},
@@ -90,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         "parameters": private.params.as_dict(),
         "ledger": json.loads(private.ledger.to_json()),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "summary.json").write_text(strict_json(summary, indent=2))
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, rec in records.items():
         ax.plot(rounds, rec.regret, label=name)

@@ -54,12 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 ε values, 10 runs, runs cut at 1e6 steps (< 2 min)")
     parser.add_argument("--runs", type=int, default=None, help="runs per point (default 100; 10 with --quick)")
-    parser.add_argument("--n-jobs", type=int, default=1, help="joblib worker processes (default 1)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="cut a run after this many steps (default 1e8; 1e6 with --quick)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/bai", help="output directory (default results/bai)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    from dpglm.experiments.engine import add_engine_arguments
+
+    add_engine_arguments(parser, jobs=1)
 
 
 def _make(name: str, mu, eps: float, stopping: str = "provable"):
@@ -95,13 +97,33 @@ def _clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return lo, hi
 
 
-def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: tuple[int, ...],
+def _point_seed(seed: int | tuple[int, ...], *parts: Any):
+    """``SeedSequence(seed, spawn_key=cell_key(*parts))``: the point's own parameters, not its grid position."""
+    import numpy as np
+
+    from dpglm.experiments.seeds import cell_key
+
+    entropy = [int(s) for s in seed] if isinstance(seed, (tuple, list)) else int(seed)
+    return np.random.SeedSequence(entropy, spawn_key=cell_key(*parts))
+
+
+def _seed_label(seed: int | tuple[int, ...]) -> str:
+    return "-".join(map(str, seed)) if isinstance(seed, (tuple, list)) else str(int(seed))
+
+
+def _call_point(job: tuple) -> dict[str, Any]:
+    """An engine task: ``(function, arguments)`` of one point."""
+    function, arguments = job
+    return function(*arguments)
+
+
+def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: int | tuple[int, ...],
               max_steps: int, stopping: str = "provable") -> dict[str, Any]:
     """Simulate ``runs`` runs of one (family, instance, algorithm, ε) point; return its CSV row."""
     import numpy as np
 
     mu = INSTANCES[instance]
-    rng = np.random.default_rng(np.random.SeedSequence(list(seed)))
+    rng = np.random.default_rng(_point_seed(seed, "bai", stopping, instance, algorithm, float(eps)))
     start = time.perf_counter()
     res = _make(algorithm, mu, eps, stopping).run(runs, rng, max_steps=max_steps)
     seconds = time.perf_counter() - start
@@ -115,12 +137,12 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: tuple[
         "q90": float(np.quantile(tau, 0.9)), "cut": int(np.sum(~res.stopped)), "errors": err,
         "error_rate": err / runs, "error_cp95_low": lo, "error_cp95_high": hi,
         "ledger_eps_max": max(spent) if spent else float("nan"),
-        "steps": int(tau.sum()), "seconds": seconds, "seed": "-".join(map(str, seed)),
+        "steps": int(tau.sum()), "seconds": seconds, "seed": _seed_label(seed),
         "ledger_example": res.ledgers[0].report() if res.ledgers else "",
     }
 
 
-def paper_budget_point(eps: float, runs: int, seed: tuple[int, ...], forced_exploration: bool = False) -> dict[str, Any]:
+def paper_budget_point(eps: float, runs: int, seed: int | tuple[int, ...], forced_exploration: bool = False) -> dict[str, Any]:
     """DP-TT's sampling rule on μ1 run to the paper's reported mean τ at ε: how often is its best arm wrong?
 
     Runs that the provable rule stops earlier keep their (δ-correct)
@@ -133,13 +155,13 @@ def paper_budget_point(eps: float, runs: int, seed: tuple[int, ...], forced_expl
     from dpglm.bai.top_two import DPTopTwo
 
     budget = int(PAPER_DPTT_MU1[eps])
-    rng = np.random.default_rng(np.random.SeedSequence(list(seed)))
+    rng = np.random.default_rng(_point_seed(seed, "bai-paper-budget", float(eps), bool(forced_exploration)))
     res = DPTopTwo(INSTANCES["mu1"], eps, DELTA, forced_exploration=forced_exploration).run(runs, rng, max_steps=budget)
     wrong = int(np.sum(res.recommendations != res.best_arm))
     lo, hi = _clopper_pearson(wrong, runs)
     return {"instance": "mu1", "forced_exploration": forced_exploration, "epsilon": eps, "paper_tau": budget, "runs": runs,
             "stopped_before": int(res.stopped.sum()), "steps": int(res.stopping_times.sum()), "wrong": wrong, "error_rate": wrong / runs,
-            "error_cp95_low": lo, "error_cp95_high": hi, "delta": DELTA, "seed": "-".join(map(str, seed))}
+            "error_cp95_low": lo, "error_cp95_high": hi, "delta": DELTA, "seed": _seed_label(seed)}
 
 
 def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]]], path: Path) -> None:
@@ -177,10 +199,10 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
-    from joblib import Parallel, delayed
     from tqdm import tqdm
 
     from dpglm.bai.characteristic_time import characteristic_time
+    from dpglm.experiments.engine import Engine, engine_from_args
 
     runs = args.runs if args.runs is not None else (10 if args.quick else 100)
     max_steps = args.max_steps if args.max_steps is not None else (10**6 if args.quick else 10**8)
@@ -188,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--runs must be >= 2, got {runs}")
     if max_steps < 10:
         raise ValueError(f"--max-steps must be >= 10, got {max_steps}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    engine = engine_from_args(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     grid = epsilon_grid(args.quick)
@@ -198,15 +223,18 @@ def run(args: argparse.Namespace) -> int:
                 if alg in OWN_RULE and fam != STOPPING[0]:
                     continue  # its rule is its own: simulated once, drawn in both families
                 for j, eps in enumerate(grid if alg != "EB-TCI" else [float("inf")]):
-                    tasks.append((inst, alg, eps, runs, (args.seed, f, i, a, j), max_steps, fam))
+                    tasks.append((inst, alg, eps, runs, args.seed, max_steps, fam))
     tasks.sort(key=lambda t: t[2])  # the slow small-ε points first: better load balance
     budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
     start = time.perf_counter()
-    jobs = [delayed(run_point)(*t) for t in tasks]
-    jobs += [delayed(paper_budget_point)(e, 10 * runs, (args.seed, 99, j, fe), bool(fe))
-             for j, e in enumerate(budget_eps) for fe in (0, 1)]
-    it = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(jobs)
-    results = list(tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress))
+    jobs = [(run_point, t) for t in tasks]
+    jobs += [(paper_budget_point, (e, 10 * runs, args.seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
+    with Engine(engine) as running:
+        it = running.imap(_call_point, jobs)
+        results = [r for _, r in tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress)]
+        if running.failures:
+            raise RuntimeError(f"{len(running.failures)} point(s) failed twice: "
+                               + "; ".join(f"{jobs[i][1][:3]}: {m}" for i, m in running.failures))
     wall = time.perf_counter() - start
     rows = [r for r in results if "algorithm" in r]
     for r in rows:
@@ -239,7 +267,8 @@ def run(args: argparse.Namespace) -> int:
         print(budget[["forced_exploration", "epsilon", "paper_tau", "runs", "stopped_before", "wrong", "error_rate",
                       "error_cp95_low"]]
               .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print(f"wall time {wall:.1f} s for {total:.3g} simulated steps ({total / wall:.3g} steps/s), n_jobs={args.n_jobs}")
+    print(f"wall time {wall:.1f} s for {total:.3g} simulated steps ({total / wall:.3g} steps/s), "
+          f"engine {engine.engine}, jobs={engine.jobs}")
     print(f"wrote {out / 'bai.csv'}, {out / 'bai.png'}, {out / 'bai_ledger_example.txt'}"
           + (f", {out / 'bai_paper_budget.csv'}" if budget_rows else ""))
     if not np.all(df["ledger_eps_max"].dropna() <= df.loc[df["ledger_eps_max"].notna(), "epsilon"] * (1 + 1e-12)):

@@ -16,7 +16,6 @@ final mean regret, so curves that overlap (ε = 4 and 8) stay tellable apart.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -31,20 +30,28 @@ PANELS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=10, help="runs per curve (default 10)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: T=300, 1 run")
+    from dpglm.experiments.engine import add_engine_arguments
+    from dpglm.experiments.results import FORMATS
+
+    parser.add_argument("--runs", type=int, default=None, help="runs per curve (default 10; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: defaults T=300, 1 run (flags you give still win)")
+    parser.add_argument("--horizon", type=int, default=None,
+                        help="T of every panel (default the paper's: 15000 logistic, 5000 probit; 300 with --quick)")
     parser.add_argument("--panels", nargs="+", default=list(PANELS), choices=list(PANELS),
                         help="which panels (default both)")
     parser.add_argument("--epsilons", nargs="+", type=float, default=[2.0, 4.0, 8.0],
                         help="ε of Private-GLM (default 2 4 8)")
     parser.add_argument("--preset", default="tight", choices=("tight", "calibrated", "paper-simulation", "theory"),
                         help="Private-GLM preset (default tight)")
-    parser.add_argument("--n-jobs", type=int, default=2, help="joblib workers (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    parser.add_argument("--out", default="results/fig1", help="output directory (default results/fig1)")
+    parser.add_argument("--out", default="results/fig1",
+                        help="output directory (default results/fig1); a rerun resumes the runs it lacks")
+    parser.add_argument("--format", choices=FORMATS, default="csv", help="table format (default csv)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--replot", action="store_true",
                         help="redraw fig1.png and fig1.json from the fig1_<panel>.csv files in --out (no runs)")
+    add_engine_arguments(parser)
 
 
 BASELINE_STYLE = {  # one colour and dash per algorithm, the same in both panels
@@ -59,16 +66,21 @@ def build_sweep(panel: str, args: argparse.Namespace):
     """The sweep of one panel."""
     from dpglm.experiments.sweep import Instance, Sweep
 
-    if args.runs < 1:
-        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+    runs = args.runs if args.runs is not None else (1 if args.quick else 10)
+    if runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {runs}")
     spec = PANELS[panel]
-    horizon = 300 if args.quick else spec["T"]
+    horizon = args.horizon if args.horizon is not None else (300 if args.quick else spec["T"])
+    if horizon < 1:
+        raise ValueError(f"--horizon must be >= 1, got {horizon}")
+    if not args.epsilons or any(not (math.isfinite(e) and e > 0) for e in args.epsilons):
+        raise ValueError(f"--epsilons must be finite numbers > 0, got {args.epsilons}")
     return Sweep(
         algorithms=(f"Private-GLM:{args.preset}",) + spec["baselines"],
         instances=(Instance(spec["family"], spec["d"], 20, spec["S"], horizon),),
         epsilons=tuple(args.epsilons),
         delta=0.02,
-        seeds=1 if args.quick else args.runs,
+        seeds=runs,
         root_seed=args.seed,
         record_every=max(1, horizon // 100),
     )
@@ -122,21 +134,26 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dpglm.experiments.engine import engine_from_args
+    from dpglm.experiments.results import strict_json, table_path
     from dpglm.experiments.sweep import read_results, run_sweep
 
+    engine = None if args.replot else engine_from_args(args)
+    if not args.replot:
+        for panel in args.panels:
+            build_sweep(panel, args)  # every user error before any run
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(args.panels), figsize=(6.5 * len(args.panels), 4.8), squeeze=False)
     summary = {}
     for letter, ax, panel in zip("abcd", axes[0], args.panels):
-        csv_path = out / f"fig1_{panel}.csv"
+        csv_path = table_path(out / f"fig1_{panel}", args.format)
         if args.replot:
             if not csv_path.exists():
                 raise ValueError(f"--replot needs {csv_path}; run without --replot first")
             rows = read_results(csv_path)
         else:
-            rows = run_sweep(build_sweep(panel, args), csv_path, n_jobs=args.n_jobs,
-                             progress=not args.no_progress)
+            rows = run_sweep(build_sweep(panel, args), csv_path, engine=engine, progress=not args.no_progress)
         panel_curves = curves(rows)
         spec = PANELS[panel]
         horizon = int(max(float(r["t"]) for r in rows))
@@ -162,6 +179,6 @@ def run(args: argparse.Namespace) -> int:
     fig.tight_layout()
     fig.savefig(out / "fig1.png", dpi=150)
     plt.close(fig)
-    (out / "fig1.json").write_text(json.dumps(summary, indent=2))
+    (out / "fig1.json").write_text(strict_json(summary, indent=2))
     print(f"saved {out / 'fig1.png'}, {out / 'fig1.json'} and the per-panel CSVs in {out}")
     return 0

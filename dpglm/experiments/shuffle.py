@@ -18,7 +18,6 @@ ShuffleDP-GLM the receipt of every per-batch release with its partition key).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import time
@@ -29,44 +28,60 @@ from typing import Any
 FAMILIES = {"probit": 3.0, "logistic": 3.5}
 ALGORITHMS = ("ShuffleDP-GLM", "B-GLinCB", "RS-GLinUCB", "Private-GLM")
 PRIVATE = ("ShuffleDP-GLM", "Private-GLM")
-COLUMNS = ("algorithm", "epsilon", "delta", "family", "d", "K", "T", "S", "seed", "t", "regret", "seconds",
+COLUMNS = ("algorithm", "epsilon", "delta", "family", "d", "K", "horizon", "S", "seed", "t", "regret", "seconds",
            "guarantee_epsilon", "guarantee_delta", "batch_lengths")
 DELTA = 0.02
 
 
+QUICK = {"families": ["probit"], "dims": [3], "horizons": [500, 2000], "epsilons": [8.0], "runs": 1,
+         "algorithms": [a for a in ALGORITHMS if a != "Private-GLM"]}
+"""The defaults of ``--quick`` (each only where the user gave no flag)."""
+FULL = {"families": list(FAMILIES), "dims": [3, 5], "horizons": [5000, 20000], "epsilons": [2.0, 4.0, 8.0],
+        "runs": 5, "algorithms": list(ALGORITHMS)}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=5, help="runs per configuration (default 5)")
+    from dpglm.experiments.engine import add_engine_arguments
+    from dpglm.experiments.results import FORMATS
+
+    parser.add_argument("--runs", type=int, default=None, help="runs per configuration (default 5; 1 with --quick)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke test: probit, d=3, T in {500, 2000}, eps=8, 1 run, no Private-GLM")
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
-    parser.add_argument("--dims", nargs="+", type=int, default=[3, 5], help="d values (default 3 5)")
-    parser.add_argument("--horizons", nargs="+", type=int, default=[5000, 20000], help="T values")
-    parser.add_argument("--epsilons", nargs="+", type=float, default=[2.0, 4.0, 8.0])
-    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
-    parser.add_argument("--n-jobs", type=int, default=1, help="joblib workers (default 1)")
+                        help="smoke test defaults: probit, d=3, T in {500, 2000}, eps=8, 1 run, no Private-GLM "
+                             "(flags you give still win)")
+    parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES))
+    parser.add_argument("--dims", nargs="+", type=int, default=None, help="d values (default 3 5)")
+    parser.add_argument("--horizons", nargs="+", type=int, default=None, help="T values (default 5000 20000)")
+    parser.add_argument("--epsilons", nargs="+", type=float, default=None, help="ε values (default 2 4 8)")
+    parser.add_argument("--algorithms", nargs="+", default=None, choices=list(ALGORITHMS))
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    parser.add_argument("--out", default="results/shuffle", help="output directory (default results/shuffle)")
+    parser.add_argument("--out", default="results/shuffle",
+                        help="output directory (default results/shuffle); a rerun resumes the runs it lacks")
+    parser.add_argument("--format", choices=FORMATS, default="csv", help="table format (default csv)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_engine_arguments(parser, jobs=1)
+
+
+def _setting(args: argparse.Namespace, name: str) -> Any:
+    given = getattr(args, name)
+    return given if given is not None else (QUICK if args.quick else FULL)[name]
 
 
 def build_cells(args: argparse.Namespace) -> list:
     """Every run, as :class:`dpglm.experiments.sweep.Cell` (for its seeding convention)."""
     from dpglm.experiments.sweep import Cell, Instance
 
-    if isinstance(args.runs, bool) or not isinstance(args.runs, int) or args.runs < 1:
-        raise ValueError(f"--runs must be an int >= 1, got {args.runs!r}")
-    if args.quick:
-        families, dims, horizons, epsilons, runs = ["probit"], [3], [500, 2000], [8.0], 1
-        algorithms = [a for a in args.algorithms if a != "Private-GLM"]
-    else:
-        families, dims, horizons, epsilons, runs = args.families, args.dims, args.horizons, args.epsilons, args.runs
-        algorithms = list(args.algorithms)
+    families, dims, horizons, epsilons, runs, algorithms = (
+        _setting(args, name) for name in ("families", "dims", "horizons", "epsilons", "runs", "algorithms"))
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"--runs must be an int >= 1, got {runs!r}")
     for name, values in (("--dims", dims), ("--horizons", horizons)):
         if any(isinstance(v, bool) or v < 1 for v in values):
             raise ValueError(f"{name} must be ints >= 1, got {values}")
     if any(not (math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"--epsilons must be finite numbers > 0, got {epsilons}")
-    cells, index = [], 0
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    cells = []
     for family in families:
         for d in dims:
             for T in horizons:
@@ -75,9 +90,8 @@ def build_cells(args: argparse.Namespace) -> list:
                     for algorithm in algorithms:
                         options = {"preset": "tight"} if algorithm == "Private-GLM" else {}
                         for eps in (epsilons if algorithm in PRIVATE else [math.inf]):
-                            cells.append(Cell(algorithm, instance, index, float(eps), DELTA, seed, args.seed,
+                            cells.append(Cell(algorithm, instance, float(eps), DELTA, seed, args.seed,
                                               max(1, int(T) // 100), options))
-                index += 1
     return cells
 
 
@@ -134,7 +148,7 @@ def run_cell(cell: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     ledger = _ledger_record(policy, cell) if private else None
     base = {
         "algorithm": cell.algorithm, "epsilon": cell.epsilon, "delta": cell.delta, "family": inst.family,
-        "d": inst.d, "K": inst.n_arms, "T": inst.horizon, "S": inst.S, "seed": cell.seed, "seconds": seconds,
+        "d": inst.d, "K": inst.n_arms, "horizon": inst.horizon, "S": inst.S, "seed": cell.seed, "seconds": seconds,
         "guarantee_epsilon": ledger["guaranteed"]["epsilon"] if private else "",
         "guarantee_delta": ledger["guaranteed"]["delta"] if private else "",
         "batch_lengths": " ".join(map(str, policy.schedule.lengths)) if hasattr(policy, "schedule") else "",
@@ -155,20 +169,20 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Final regret per (algorithm, family, d, T, ε): mean, standard error, runs; plus R(T)/R(T_min)."""
     final: dict[tuple, list[float]] = defaultdict(list)
     for row in rows:
-        if row["t"] == row["T"]:
-            final[(row["algorithm"], row["family"], row["d"], row["T"], row["epsilon"])].append(row["regret"])
+        if row["t"] == row["horizon"]:
+            final[(row["algorithm"], row["family"], row["d"], row["horizon"], row["epsilon"])].append(row["regret"])
     table = []
     for key in sorted(final, key=lambda k: (k[1], k[2], k[0], k[4], k[3])):
         values = final[key]
         n = len(values)
         mean = sum(values) / n
         se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else float("nan")
-        table.append({"algorithm": key[0], "family": key[1], "d": key[2], "T": key[3], "epsilon": key[4],
+        table.append({"algorithm": key[0], "family": key[1], "d": key[2], "horizon": key[3], "epsilon": key[4],
                       "runs": n, "regret_mean": mean, "regret_se": se})
     smallest = {}
     for entry in table:
         k = (entry["algorithm"], entry["family"], entry["d"], entry["epsilon"])
-        if k not in smallest or entry["T"] < smallest[k]["T"]:
+        if k not in smallest or entry["horizon"] < smallest[k]["horizon"]:
             smallest[k] = entry
     for entry in table:
         base = smallest[(entry["algorithm"], entry["family"], entry["d"], entry["epsilon"])]
@@ -186,7 +200,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     curves: dict[tuple, dict[tuple, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in rows:
         label = row["algorithm"] if math.isinf(row["epsilon"]) else f"{row['algorithm']} ε={row['epsilon']:g}"
-        curves[(row["family"], row["d"])][(row["T"], label)][row["t"]].append(row["regret"])
+        curves[(row["family"], row["d"])][(row["horizon"], label)][row["t"]].append(row["regret"])
     paths = []
     for (family, d), by_curve in sorted(curves.items()):
         horizons = sorted({T for T, _ in by_curve})
@@ -210,44 +224,33 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpglm.experiments.engine import engine_from_args
+    from dpglm.experiments.results import strict_json, table_path, write_table
+    from dpglm.experiments.sweep import run_cells
+
     cells = build_cells(args)
+    engine = engine_from_args(args)
     out = Path(args.out)
     (out / "ledgers").mkdir(parents=True, exist_ok=True)
-    if args.n_jobs == 1:
-        results = ((cell, run_cell(cell)) for cell in cells)
-    else:
-        from joblib import Parallel, delayed
-
-        def job(cell):
-            return cell, run_cell(cell)
-
-        results = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(delayed(job)(c) for c in cells)
-    if not args.no_progress:
-        from tqdm import tqdm
-
-        results = tqdm(results, total=len(cells), desc="shuffle", unit="run")
+    runs_path = table_path(out / "shuffle_runs", args.format)
+    ordered, failures = run_cells(cells, run_cell, COLUMNS, runs_path, engine=engine,
+                                  progress=not args.no_progress, desc="shuffle")
     rows: list[dict[str, Any]] = []
-    with open(out / "shuffle_runs.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        for cell, (cell_rows, ledger) in results:
-            writer.writerows(cell_rows)
-            handle.flush()
-            rows.extend(cell_rows)
-            if ledger is not None:
-                (out / "ledgers" / f"{_run_name(cell)}.json").write_text(json.dumps(ledger, indent=1))
+    for cell, cell_rows, ledger in ordered:
+        rows.extend(cell_rows)
+        if ledger is not None:
+            (out / "ledgers" / f"{_run_name(cell)}.json").write_text(strict_json(ledger, indent=1))
+    if failures:
+        raise RuntimeError(f"{len(failures)} run(s) failed twice (rerun to retry them): " + "; ".join(failures))
     table = summarise(rows)
-    with open(out / "shuffle_table.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
+    write_table(table, list(table[0]), table_path(out / "shuffle_table", args.format))
     figures = plot(rows, out)
     for entry in table:
         eps = "" if math.isinf(entry["epsilon"]) else f" ε={entry['epsilon']:g}"
         ratio = entry["ratio_to_smallest_T"]
-        print(f"{entry['family']:8s} d={entry['d']} T={entry['T']:6d} {entry['algorithm']}{eps}: "
+        print(f"{entry['family']:8s} d={entry['d']} T={entry['horizon']:6d} {entry['algorithm']}{eps}: "
               f"regret {entry['regret_mean']:.1f} ± {entry['regret_se']:.1f}"
               + (f"  (×{ratio:.2f} of the smallest T)" if isinstance(ratio, float) else ""))
-    print(f"wrote {out / 'shuffle_runs.csv'}, {out / 'shuffle_table.csv'}, {len(figures)} figure(s), "
+    print(f"wrote {runs_path}, {table_path(out / 'shuffle_table', args.format)}, {len(figures)} figure(s), "
           f"{len(list((out / 'ledgers').glob('*.json')))} ledger(s)")
     return 0

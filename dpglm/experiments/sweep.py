@@ -1,35 +1,40 @@
 """Declarative sweeps: algorithms × instances × ε × seeds, one tidy table out.
 
 A :class:`Sweep` names what to run; :func:`run_sweep` expands it into cells (one run
-each), runs them locally through joblib (``n_jobs``) with a tqdm bar, and appends each
-finished cell's rows to a CSV as it arrives. Every cell draws its randomness from
-``numpy.random.SeedSequence(root_seed, spawn_key=...)``:
+each), groups them into tasks of about a second, runs them on an engine
+(:mod:`dpglm.experiments.engine`: this process, worker processes or dask) with a tqdm
+bar, and appends each finished cell's rows to the table and to a resume manifest as it
+arrives (:func:`run_cells`). Every cell draws its randomness from
+``numpy.random.SeedSequence(root_seed, spawn_key=...)`` with a key hashed from the
+cell's own parameters (:mod:`dpglm.experiments.seeds`):
 
-* the environment (θ*, contexts, rewards) from ``spawn_key=(0, instance, seed)``, so every
-  algorithm and ε of one (instance, seed) sees the same problem (common random numbers);
-* the policy from ``spawn_key=(1, instance, seed, algorithm, ε)`` with stable integer
-  keys (CRC-32 of the algorithm name, ε in thousandths),
+* the environment (θ*, contexts, rewards) from the instance's parameters and the seed
+  index, so every algorithm and ε of one (instance, seed) sees the same problem
+  (common random numbers);
+* the policy from everything the cell is (instance, seed index, label, ε, δ, options),
 
 so results never depend on scheduling, the number of workers, or which other cells run.
 
 Rows (one per recorded round t of each run): ``algorithm, preset, epsilon, delta, family,
-d, K, T, S, kappa, seed, t, regret, criterion_I, criterion_II, refits_o, refits_tau,
+d, K, horizon, S, kappa, seed, t, regret, criterion_I, criterion_II, refits_o, refits_tau,
 refused_o, refused_tau, guarantee_epsilon, guarantee_delta, seconds``. Non-private
 algorithms have ``epsilon = inf`` and empty guarantee columns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import time
-import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dpglm.experiments.seeds import cell_key, cell_seed
 
 __all__ = [
     "Instance",
@@ -41,12 +46,13 @@ __all__ = [
     "build_policy",
     "split_label",
     "run_cell",
+    "run_cells",
     "run_sweep",
     "read_results",
 ]
 
 COLUMNS = (
-    "algorithm", "preset", "epsilon", "delta", "family", "d", "K", "T", "S", "kappa", "seed", "t",
+    "algorithm", "preset", "epsilon", "delta", "family", "d", "K", "horizon", "S", "kappa", "seed", "t",
     "regret", "criterion_I", "criterion_II", "refits_o", "refits_tau", "refused_o", "refused_tau",
     "guarantee_epsilon", "guarantee_delta", "seconds",
 )
@@ -127,7 +133,7 @@ class Sweep:
     def cells(self) -> list[Cell]:
         """Every run of the sweep, in a fixed order."""
         out = []
-        for i, instance in enumerate(self.instances):
+        for instance in self.instances:
             for seed in range(self.seeds):
                 for label in self.algorithms:
                     algorithm, preset = split_label(label)
@@ -136,7 +142,7 @@ class Sweep:
                     if preset:
                         options["preset"] = preset
                     for eps in epsilons:
-                        out.append(Cell(label, instance, i, eps, self.delta, seed, self.root_seed,
+                        out.append(Cell(label, instance, eps, self.delta, seed, self.root_seed,
                                         self.record_every, options))
         return out
 
@@ -155,7 +161,6 @@ class Cell:
 
     label: str
     instance: Instance
-    instance_index: int
     epsilon: float
     delta: float
     seed: int
@@ -167,15 +172,25 @@ class Cell:
     def algorithm(self) -> str:
         return split_label(self.label)[0]
 
+    def _instance_key(self) -> tuple:
+        inst = self.instance
+        return (inst.family, int(inst.d), int(inst.n_arms), float(inst.S), int(inst.horizon))
+
     def env_seed(self) -> np.random.SeedSequence:
-        return np.random.SeedSequence(self.root_seed, spawn_key=(0, self.instance_index, self.seed))
+        """The environment's seed: the instance and the seed index only (common random numbers)."""
+        return cell_seed(self.root_seed, "environment", *self._instance_key(), self.seed)
 
     def policy_seed(self) -> np.random.SeedSequence:
-        eps_key = 0 if math.isinf(self.epsilon) else int(round(self.epsilon * 1000))
-        algo_key = zlib.crc32(self.label.encode())
-        return np.random.SeedSequence(
-            self.root_seed, spawn_key=(1, self.instance_index, self.seed, algo_key, eps_key)
-        )
+        """The policy's seed: a hash of everything the cell is (:mod:`dpglm.experiments.seeds`)."""
+        return cell_seed(self.root_seed, "policy", *self._instance_key(), self.seed, self.label,
+                         float(self.epsilon), float(self.delta), self.options)
+
+    def key(self) -> str:
+        """A stable name of everything that determines the cell's rows: what the resume manifest records."""
+        inst = self.instance
+        words = cell_key("cell", self.root_seed, self.record_every, *self._instance_key(), self.seed, self.label,
+                         float(self.epsilon), float(self.delta), self.options)
+        return f"{self.label}|{inst.family}|{inst.horizon}|{self.seed}|" + "".join(f"{w:08x}" for w in words)
 
 
 def build_policy(cell: Cell, env: Any) -> Any:
@@ -228,7 +243,7 @@ def run_cell(cell: Cell) -> list[dict[str, Any]]:
         "family": inst.family,
         "d": inst.d,
         "K": inst.n_arms,
-        "T": inst.horizon,
+        "horizon": inst.horizon,
         "S": inst.S,
         "kappa": env.kappa,
         "seed": cell.seed,
@@ -241,25 +256,128 @@ def run_cell(cell: Cell) -> list[dict[str, Any]]:
     return [{**base, "t": t, "regret": float(record.regret[t - 1])} for t in ts]
 
 
-def _indexed(index: int, cell: Cell) -> tuple[int, list[dict[str, Any]]]:
-    return index, run_cell(cell)
+#: Rough CPU seconds per round of each algorithm at d = 3, K = 20 (used only to group cells
+#: into tasks of about a second: a wrong guess changes speed, never a number).
+PER_ROUND_SECONDS = {"Private-GLM": 2e-4, "RS-GLinUCB": 3e-5, "GLOC": 6e-5, "GLM-UCB": 3e-4, "ECOLog": 1.5e-4,
+                     "ShuffleDP-GLM": 1e-4, "B-GLinCB": 1e-4}
 
 
-def _run_parallel(cells: Sequence[Cell], n_jobs: int) -> Iterable[tuple[int, list[dict[str, Any]]]]:
-    if n_jobs == 1:
-        return (_indexed(i, c) for i, c in enumerate(cells))
-    from joblib import Parallel, delayed
+def estimated_seconds(cell: Cell) -> float:
+    """A guess of the CPU time of ``cell`` (for grouping cells into tasks)."""
+    inst = cell.instance
+    scale = max(1.0, inst.d * inst.n_arms / 60)
+    return PER_ROUND_SECONDS.get(cell.algorithm, 2e-4) * inst.horizon * scale
 
-    return Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
-        delayed(_indexed)(i, c) for i, c in enumerate(cells)
-    )
+
+def _run_group(task: tuple[Callable[[Cell], Any], list[Cell]]) -> list[tuple[str, Any]]:
+    """A worker's task: every cell of the group, ``(key, result)`` each."""
+    function, cells = task
+    return [(cell.key(), function(cell)) for cell in cells]
+
+
+def _rows_and_extra(result: Any) -> tuple[list[dict[str, Any]], Any]:
+    return result if isinstance(result, tuple) else (result, None)
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    function: Callable[[Cell], Any],
+    columns: Sequence[str],
+    out: str | Path | None = None,
+    *,
+    engine: Any = None,
+    progress: bool = True,
+    desc: str = "sweep",
+    on_result: Callable[[Cell, list[dict[str, Any]], Any], None] | None = None,
+) -> tuple[list[tuple[Cell, list[dict[str, Any]], Any]], list[str]]:
+    """Run ``function`` on every cell, through ``engine``, resuming from ``out``'s manifest.
+
+    ``function(cell)`` returns the cell's rows, or ``(rows, extra)`` with JSON-ready
+    ``extra``. With ``out`` (a ``.csv`` or ``.parquet`` path), cells already in
+    ``<out>.manifest.jsonl`` are not rerun; new cells are appended to the manifest
+    (and, for CSV, to the table) as they arrive; at the end the table is rewritten
+    in cell order. Returns ``[(cell, rows, extra)]`` in cell order, and the failures
+    (cells whose task failed twice), each recorded once.
+    """
+    from dpglm.experiments.engine import Engine, EngineSpec, current_engine, group_tasks
+    from dpglm.experiments.results import Manifest, write_table
+
+    spec = engine if isinstance(engine, EngineSpec) else EngineSpec()
+    keys = [cell.key() for cell in cells]
+    if len(set(keys)) != len(keys):
+        raise ValueError("cells must be distinct (two cells have the same parameters)")
+    manifest = handle = writer = None
+    path = Path(out) if out is not None else None
+    if path is not None:
+        manifest = Manifest(path.with_suffix(".manifest.jsonl"))
+    done = dict(manifest.done) if manifest is not None else {}
+    results: dict[str, tuple[list[dict[str, Any]], Any]] = {k: (e["rows"], e.get("extra")) for k, e in done.items()}
+    todo = [cell for cell, key in zip(cells, keys) if key not in results]
+    if path is not None and path.suffix == ".csv":
+        write_table([row for key in keys if key in results for row in results[key][0]], columns, path)
+        handle = open(path, "a", newline="", encoding="utf-8")
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+    by_key = dict(zip(keys, cells))
+    for key in keys:
+        if key in results and on_result is not None:
+            on_result(by_key[key], *results[key])
+    running = current_engine()
+    workers = running.spec.workers if running is not None else spec.workers
+    groups = group_tasks([estimated_seconds(c) for c in todo], workers)
+    tasks = [(function, [todo[i] for i in group]) for group in groups]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=desc, unit="run")
+    failures: list[str] = []
+    context = contextlib.nullcontext(running) if running is not None else Engine(spec)
+    try:
+        with context as active:
+            before = len(active.failures)
+            for _, group_results in active.imap(_run_group, tasks):
+                for key, result in group_results:
+                    rows, extra = _rows_and_extra(result)
+                    if key in results:
+                        continue
+                    results[key] = (rows, extra)
+                    if writer is not None:
+                        writer.writerows(rows)
+                        handle.flush()
+                    if manifest is not None:
+                        manifest.add(key, rows, extra)
+                    if on_result is not None:
+                        on_result(by_key[key], rows, extra)
+                    if bar is not None:
+                        bar.update()
+            for index, message in active.failures[before:]:
+                names = ", ".join(_cell_name(c) for c in tasks[index][1])
+                failures.append(f"{names}: {message}")
+    finally:
+        if bar is not None:
+            bar.close()
+        if handle is not None:
+            handle.close()
+        if manifest is not None:
+            manifest.close()
+    ordered = [(cell, *results[key]) for cell, key in zip(cells, keys) if key in results]
+    if path is not None:
+        write_table([row for _, rows, _ in ordered for row in rows], columns, path)
+    return ordered, failures
+
+
+def _cell_name(cell: Cell) -> str:
+    inst = cell.instance
+    eps = "" if math.isinf(cell.epsilon) else f" ε={cell.epsilon:g}"
+    return f"{cell.label}{eps} {inst.family} d={inst.d} S={inst.S:g} T={inst.horizon} seed={cell.seed}"
 
 
 def run_sweep(
     sweep: Sweep,
     out: str | Path | None = None,
     *,
-    n_jobs: int = 1,
+    engine: Any = None,
+    jobs: int = 1,
     progress: bool = True,
     on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -268,51 +386,36 @@ def run_sweep(
     Parameters
     ----------
     out : path, optional
-        CSV written as cells finish (header first; one flush per cell).
-    n_jobs : int
-        joblib workers (1: in-process, no pool).
+        Table (``.csv``, written as cells finish, or ``.parquet``) with its resume
+        manifest beside it (:func:`run_cells`).
+    engine : EngineSpec, optional
+        Where to run (:mod:`dpglm.experiments.engine`); default local with ``jobs`` workers.
+    jobs : int
+        Local worker processes when ``engine`` is not given (1: in this process).
     progress : bool
         tqdm bar over cells.
     on_rows : callable, optional
         Called with each finished cell's rows (e.g. to print a running summary).
-    """
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be an int >= 1 or -1, got {n_jobs!r}")
-    cells = sweep.cells()
-    finished: list[tuple[int, list[dict[str, Any]]]] = []
-    handle = writer = None
-    if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "w", newline="")
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        handle.flush()
-    results = _run_parallel(cells, n_jobs)
-    if progress:
-        from tqdm import tqdm
 
-        results = tqdm(results, total=len(cells), desc="sweep", unit="run")
-    try:
-        for index, cell_rows in results:
-            finished.append((index, cell_rows))
-            if writer is not None:
-                writer.writerows(cell_rows)
-                handle.flush()
-            if on_rows is not None:
-                on_rows(cell_rows)
-    finally:
-        if handle is not None:
-            handle.close()
-    finished.sort(key=lambda item: item[0])
-    return [row for _, cell_rows in finished for row in cell_rows]
+    Raises ``RuntimeError`` naming the cells that failed twice (after the others finished
+    and were saved, so a rerun resumes them).
+    """
+    from dpglm.experiments.engine import EngineSpec
+
+    if engine is None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+        engine = EngineSpec("local", jobs)
+    callback = None if on_rows is None else (lambda cell, rows, extra: on_rows(rows))
+    ordered, failures = run_cells(sweep.cells(), run_cell, COLUMNS, out, engine=engine, progress=progress,
+                                  on_result=callback)
+    if failures:
+        raise RuntimeError(f"{len(failures)} cell(s) failed twice (rerun to retry them): " + "; ".join(failures))
+    return [row for _, rows, _ in ordered for row in rows]
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a sweep CSV with numbers parsed back (empty cells stay ``""``)."""
-    numeric = set(COLUMNS) - {"algorithm", "preset", "family"}
-    out = []
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            out.append({k: (float(v) if k in numeric and v != "" else v) for k, v in row.items()})
-    return out
+    """Rows of a sweep table (CSV or Parquet) with numbers parsed back (empty cells stay ``""``)."""
+    from dpglm.experiments.results import read_table
+
+    return read_table(path, numeric=set(COLUMNS) - {"algorithm", "preset", "family"})

@@ -747,7 +747,7 @@ def run_batched_policy(policy: BatchedGLMBandit, env: ContextualGLMEnv, progress
 
     Same protocol and result as :func:`dpglm.policies.run_policy_record` (the env is reset
     first; ``choose``/``observe`` every round); at each batch start the policy is given
-    the batch's arm sets (``env.context_sequence``), which i.i.d. contexts make
+    the batch's arm sets (``env.context_window``), which i.i.d. contexts make
     legitimate: the batch's rule is fixed before the batch begins.
     """
     from dpglm.policies import RunRecord
@@ -759,7 +759,6 @@ def run_batched_policy(policy: BatchedGLMBandit, env: ContextualGLMEnv, progress
     if env.horizon != policy.horizon:
         raise ValueError(f"env.horizon must equal the policy's horizon {policy.horizon}, got {env.horizon}")
     env.reset()
-    sequence = env.context_sequence
     bar = None
     if progress:
         from tqdm import tqdm
@@ -768,7 +767,7 @@ def run_batched_policy(policy: BatchedGLMBandit, env: ContextualGLMEnv, progress
     start = time.perf_counter()
     for t in range(env.horizon):
         if policy._plan is None:
-            policy.plan(sequence[t: t + policy.rounds_left_in_batch])
+            policy.plan(env.context_window(t, min(env.horizon, t + policy.rounds_left_in_batch)))
         policy.observe(env.pull(t, policy.choose(env.contexts(t))))
         if bar is not None:
             bar.update()

@@ -30,7 +30,7 @@ def test_quick_reproduction_writes_table_curves_and_ledgers(tmp_path):
     assert shuffle.run(_args(tmp_path, "--quick")) == 0
     table = _table(tmp_path)
     assert {row["algorithm"] for row in table} == {"ShuffleDP-GLM", "B-GLinCB", "RS-GLinUCB"}
-    assert {int(row["T"]) for row in table} == {500, 2000}
+    assert {int(row["horizon"]) for row in table} == {500, 2000}
     assert (tmp_path / "shuffle_probit_d3.png").stat().st_size > 0
     ledgers = sorted((tmp_path / "ledgers").glob("ShuffleDP-GLM_*.json"))
     assert len(ledgers) == 2
@@ -50,7 +50,7 @@ def test_quick_reproduction_writes_table_curves_and_ledgers(tmp_path):
         assert sum(r["charged_epsilon"] for r in receipts if r["half"] == "covariance") == pytest.approx(
             n_stat * asked["epsilon"] / 2)  # the sum exceeds the half: only parallel composition fits it
     with open(tmp_path / "shuffle_runs.csv") as handle:
-        final = [r for r in csv.DictReader(handle) if r["t"] == r["T"]]
+        final = [r for r in csv.DictReader(handle) if r["t"] == r["horizon"]]
     assert all(float(r["regret"]) > 0 for r in final)
 
 
@@ -64,12 +64,12 @@ def test_full_reproduction_sublinear_and_decreasing_in_epsilon(tmp_path):
                              "--algorithms", "ShuffleDP-GLM", "B-GLinCB")) == 0
     table = _table(tmp_path)
     for row in table:
-        if int(row["T"]) == 20000:
+        if int(row["horizon"]) == 20000:
             assert float(row["ratio_to_smallest_T"]) < 3.0, row
 
     def regret(algorithm, family, T, eps=math.inf):
         (value,) = [float(r["regret_mean"]) for r in table if r["algorithm"] == algorithm
-                    and r["family"] == family and int(r["T"]) == T and float(r["epsilon"]) == eps]
+                    and r["family"] == family and int(r["horizon"]) == T and float(r["epsilon"]) == eps]
         return value
 
     configs = [(family, T) for family in ("probit", "logistic") for T in (5000, 20000)]

@@ -28,9 +28,12 @@ def test_planted_bug_found_is_success(tmp_path):
     assert json.loads((tmp_path / "tree-depth-unscaled-eps1.json").read_text())["verdict"] == "violated"
 
 
-def test_unknown_audit_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown audit"):
-        main(["audit", "nonsense", "--out", str(tmp_path)])
+def test_unknown_audit_is_refused(tmp_path, capsys):
+    assert main(["audit", "nonsense", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown audit" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="unknown audit"):  # --debug: the exception itself
+        main(["--debug", "audit", "nonsense", "--out", str(tmp_path)])
 
 
 def test_bandit_first_switch_audit_runs_from_the_command_line(tmp_path):

@@ -34,10 +34,10 @@ def test_help_lists_every_command(capsys):
         assert name in out
 
 
-def test_unknown_command_is_an_error():
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["no-such-command"])
-    assert exit_info.value.code == 2
+def test_unknown_command_is_an_error(capsys):
+    assert cli.main(["no-such-command"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "invalid choice" in err and "Traceback" not in err
 
 
 def test_help_imports_no_command_module():
@@ -56,3 +56,68 @@ def test_help_imports_no_command_module():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "HEAVY:"
+
+
+USER_ERRORS = [
+    (["nope"], "invalid choice"),
+    (["reproduce"], "required"),
+    (["reproduce", "table2", "--runs", "0"], "--runs"),
+    (["reproduce", "table2", "--horizon", "0"], "--horizon"),
+    (["reproduce", "table2", "--runs", "abc"], "invalid int"),
+    (["reproduce", "table2", "--jobs", "0"], "--jobs"),
+    (["reproduce", "table2", "--seed", "-1"], "--seed"),
+    (["reproduce", "table2", "--presets", "nope"], "invalid choice"),
+    (["reproduce", "table2", "--format", "xlsx"], "invalid choice"),
+    (["reproduce", "table2", "--address", "localhost"], "tcp://"),
+    (["reproduce", "table2", "--scheduler-file", "/no/such/file.json"], "does not exist"),
+    (["reproduce", "table2", "--address", "tcp://127.0.0.1:1", "--scheduler-file", "f"], "not allowed with"),
+    (["reproduce", "fig1", "--epsilons", "0"], "--epsilons"),
+    (["reproduce", "fig1", "--replot", "--out", "{tmp}"], "--replot needs"),
+    (["reproduce", "shuffle", "--dims", "0"], "--dims"),
+    (["reproduce", "shuffle", "--epsilons", "-1"], "--epsilons"),
+    (["reproduce", "bai", "--runs", "1"], "--runs"),
+    (["reproduce", "bai", "--max-steps", "5"], "--max-steps"),
+    (["audit", "nonsense"], "unknown audit"),
+    (["audit", "laplace", "--runs", "5"], "--runs"),
+    (["audit", "laplace", "--epsilon", "0"], "--epsilon"),
+    (["audit", "laplace", "--jobs", "0"], "--jobs"),
+    (["demo", "--horizon", "0"], "--horizon"),
+    (["demo", "--delta", "1.5"], "--delta"),
+    (["ledger", "show", "{tmp}/missing.db"], "missing.db"),
+]
+
+
+@pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) for a, _ in USER_ERRORS])
+def test_every_user_error_is_one_line_and_exit_status_2(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if "--out" not in argv and argv[0] in ("reproduce", "audit", "demo") and argv != ["reproduce"]:
+        argv += ["--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], captured.err
+    assert "Traceback" not in captured.err and not (tmp_path / "out").exists()
+
+
+def test_debug_shows_the_exception():
+    with pytest.raises(ValueError, match="--runs"):
+        cli.main(["reproduce", "table2", "--runs", "0", "--debug"])
+
+
+def test_quick_sets_defaults_but_never_overrides_a_flag():
+    from dpglm.experiments import fig1, shuffle, table2
+
+    def parse(*argv):
+        return cli.build_parser(list(argv)).parse_args(list(argv))
+
+    sweep = table2.build_sweep(parse("reproduce", "table2", "--quick", "--runs", "5", "--horizon", "400"))
+    assert sweep.seeds == 5 and sweep.instances[0].horizon == 400
+    sweep = table2.build_sweep(parse("reproduce", "table2", "--quick"))
+    assert sweep.seeds == 1 and sweep.instances[0].horizon == 300
+    sweep = fig1.build_sweep("probit", parse("reproduce", "fig1", "--quick", "--epsilons", "2", "--runs", "3"))
+    assert sweep.epsilons == (2.0,) and sweep.seeds == 3 and sweep.instances[0].horizon == 300
+    cells = shuffle.build_cells(parse("reproduce", "shuffle", "--quick", "--epsilons", "2", "--horizons", "700"))
+    assert {c.epsilon for c in cells if c.algorithm == "ShuffleDP-GLM"} == {2.0}
+    assert {c.instance.horizon for c in cells} == {700}
+    cells = shuffle.build_cells(parse("reproduce", "shuffle", "--quick"))
+    assert {c.epsilon for c in cells if c.algorithm == "ShuffleDP-GLM"} == {8.0}

@@ -172,3 +172,59 @@ def test_policy_boundary_checks():
         p._check_reward(1.5)
     with pytest.raises(ValueError, match=r"\[0, R\]"):
         p._check_reward(float("nan"))
+
+
+def test_blocks_are_the_spawned_children_of_the_context_and_reward_streams():
+    from dpglm.envs import BLOCK_ROUNDS, sample_unit_ball
+    from dpglm.glm import kappa
+
+    T, K, d = 2 * BLOCK_ROUNDS + 100, 4, 3
+    env = StochasticContextEnv(PROBIT, d, K, 2.0, T, np.random.default_rng(11))
+    # Reference: block b is child b of the spawned context (reward) stream, drawn by SeedSequence.spawn.
+    _, context_rng, reward_rng = np.random.default_rng(11).spawn(3)
+    blocks = context_rng.bit_generator.seed_seq.spawn(3)
+    sizes = [BLOCK_ROUNDS, BLOCK_ROUNDS, 100]
+    expected = np.concatenate([sample_unit_ball(np.random.default_rng(s), (n, K), d) for s, n in zip(blocks, sizes)])
+    np.testing.assert_array_equal(env.context_sequence, expected)
+    uniforms = np.concatenate([np.random.default_rng(s).random((n, K))
+                               for s, n in zip(reward_rng.bit_generator.seed_seq.spawn(3), sizes)])
+    choices = [t % K for t in range(T)]
+    record = run_policy_record(FixedSequence(d, choices), env)
+    means = PROBIT.mu(np.einsum("tkd,d->tk", expected, env.theta_star))
+    np.testing.assert_array_equal(record.rewards, (uniforms[np.arange(T), choices] < means[np.arange(T), choices]) * 1.0)
+    assert env.kappa == kappa(PROBIT, env.theta_star, expected)
+    np.testing.assert_array_equal(env.context_window(BLOCK_ROUNDS - 3, BLOCK_ROUNDS + 2),
+                                  expected[BLOCK_ROUNDS - 3: BLOCK_ROUNDS + 2])
+
+
+def test_every_policy_on_one_seed_faces_the_same_data_across_blocks():
+    from dpglm.envs import BLOCK_ROUNDS
+
+    T = BLOCK_ROUNDS + 50
+    a = StochasticContextEnv(LOGISTIC, 2, 3, 2.0, T, np.random.default_rng(5))
+    b = StochasticContextEnv(LOGISTIC, 2, 3, 2.0, T, np.random.default_rng(5))
+    first = FixedSequence(2, [0] * T)
+    second = FixedSequence(2, [0 if t % 2 else 2 for t in range(T)])
+    ra, rb = run_policy_record(first, a), run_policy_record(second, b)
+    np.testing.assert_array_equal(np.array(first.seen), np.array(second.seen))
+    same = np.arange(T) % 2 == 1
+    np.testing.assert_array_equal(ra.rewards[same], rb.rewards[same])
+    # A second run on the same env (reset) replays the same blocks.
+    again = FixedSequence(2, [0] * T)
+    np.testing.assert_array_equal(run_policy_record(again, a).rewards, ra.rewards)
+
+
+def test_memory_does_not_grow_with_the_horizon_times_arms():
+    import tracemalloc
+
+    T, K, d = 100_000, 20, 10  # all contexts up front would be T·K·d·8 B = 160 MB
+    tracemalloc.start()
+    env = StochasticContextEnv(PROBIT, d, K, 3.0, T, np.random.default_rng(0))
+    env.reset()
+    for t in range(3000):
+        env.contexts(t)
+        env.pull(t, 0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # O(T) bookkeeping (actions, rewards, regret: 3 · 0.8 MB) plus one block (1024·K·d·8 B = 1.6 MB, ×~3).
+    assert peak < 12e6, peak

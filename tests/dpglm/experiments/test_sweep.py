@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -23,9 +25,12 @@ def test_rows_follow_the_seed_sequence_contract():
     sweep = Sweep(algorithms=("RS-GLinUCB",), instances=INSTANCES, seeds=2, root_seed=7, record_every=40)
     rows = run_sweep(sweep, progress=False)
     assert [r["t"] for r in rows[:3]] == [40, 80, 120]
-    # Rebuild cell (instance 1, seed 1) by hand from SeedSequence(root, spawn_key=(0, 1, 1)).
-    env = StochasticContextEnv("probit", 3, 6, 3.0, 120,
-                               np.random.default_rng(np.random.SeedSequence(7, spawn_key=(0, 1, 1))))
+    # Rebuild cell (S = 3, seed 1) by hand: SeedSequence(root, spawn_key=4 little-endian words of
+    # BLAKE2b-128 over the JSON of the environment's own parameters), written out here.
+    text = json.dumps(["environment", "probit", 3, 6, 3.0, 120, 1], separators=(",", ":"))
+    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    key = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+    env = StochasticContextEnv("probit", 3, 6, 3.0, 120, np.random.default_rng(np.random.SeedSequence(7, spawn_key=key)))
     expected = run_policy_record(RSGLinUCB("probit", 3, 120, 3.0, delta=0.02), env).regret
     mine = [r for r in rows if r["S"] == 3.0 and r["seed"] == 1]
     assert [r["regret"] for r in mine] == [expected[39], expected[79], expected[119]]
@@ -37,10 +42,14 @@ def test_results_do_not_depend_on_scheduling_or_other_cells():
     both = Sweep(algorithms=("GLOC", "RS-GLinUCB"), instances=INSTANCES, seeds=2, record_every=60)
     alone = Sweep(algorithms=("RS-GLinUCB",), instances=INSTANCES, seeds=2, record_every=60)
     serial = _strip(run_sweep(both, progress=False))
-    parallel = _strip(run_sweep(both, n_jobs=2, progress=False))
+    parallel = _strip(run_sweep(both, jobs=2, progress=False))
     assert serial == parallel
     rs_only = _strip(run_sweep(alone, progress=False))
     assert [r for r in serial if r["algorithm"] == "RS-GLinUCB"] == rs_only
+    # Adding an instance in front of the grid changes no other cell (keys are not positions).
+    grown = Sweep(algorithms=("RS-GLinUCB",), instances=(Instance("probit", 3, 6, 2.5, 120),) + INSTANCES, seeds=2,
+                  record_every=60)
+    assert [r for r in _strip(run_sweep(grown, progress=False)) if r["S"] != 2.5] == rs_only
     # Common random numbers: both algorithms of one (instance, seed) saw the same problem.
     kappas = {(r["algorithm"], r["S"], r["seed"]): r["kappa"] for r in serial}
     assert kappas[("GLOC", 3.0, 1)] == kappas[("RS-GLinUCB", 3.0, 1)]
@@ -71,6 +80,6 @@ def test_bad_sweeps_are_rejected():
         Sweep(algorithms=("GLOC",), instances=INSTANCES, seeds=0)
     with pytest.raises(ValueError, match="S"):
         Instance("probit", 3, 6, -1.0, 10)
-    with pytest.raises(ValueError, match="n_jobs"):
-        run_sweep(Sweep(algorithms=("GLOC",), instances=INSTANCES[:1], seeds=1), n_jobs=0)
+    with pytest.raises(ValueError, match="jobs"):
+        run_sweep(Sweep(algorithms=("GLOC",), instances=INSTANCES[:1], seeds=1), jobs=0)
     assert split_label("Private-GLM:theory") == ("Private-GLM", "theory")

@@ -153,11 +153,15 @@ def test_simulation_constants_are_the_published_formulas():
 
 
 def test_rsglinucb_learns():
-    env = StochasticContextEnv("probit", 3, 20, 2.5, 2000, np.random.default_rng(3))
-    _, regret = _play(RSGLinUCB("probit", 3, 2000, 2.5), env)
-    # Per-round regret of the second half well below the first half's (it learned).
-    first, second = regret[999], regret[-1] - regret[999]
-    assert second < 0.5 * first
+    # Per-round regret of the second half well below the first half's (it learned): a policy that
+    # does not learn has ratio ≈ 1; RS-GLinUCB's is 0.36-0.53 per seed (mean ≈ 0.45), so the mean
+    # over three seeds is held to 0.6 (one seed against 0.5 failed on a quarter of seeds).
+    ratios = []
+    for seed in (0, 1, 2):
+        env = StochasticContextEnv("probit", 3, 20, 2.5, 2000, np.random.default_rng(seed))
+        _, regret = _play(RSGLinUCB("probit", 3, 2000, 2.5), env)
+        ratios.append((regret[-1] - regret[999]) / regret[999])
+    assert np.mean(ratios) < 0.6, ratios
 
 
 def test_bad_inputs_are_rejected():
