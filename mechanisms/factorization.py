@@ -26,9 +26,20 @@ Error. The per-entry (diagonal) variance of the prefix noise at t is
 σ²·Σ_{k<t} c_k² ≈ σ²(1 + ln t/π), against σ_tree²·popcount(t) with
 σ_tree² = L·Δ²/(2ρ) for the tree at the same ρ.
 
-Cost of the lower error: all T noise draws are made at construction (after the
-charge) and correlated by one FFT convolution, O(T·d²·log T) time once and
-O(T·d²) memory, then O(d²) per append; the tree needs only O(L·d²) memory.
+Float safety (``docs/float-safe-noise.md``). The mechanism releases B·Y with
+Y_t = g·rint((Cx)_t/g) + g·Z_t, Z_t discrete Gaussian on the power-of-two grid g
+(``mechanisms.lattice``): Y is a function of an integer array, and B·Y is
+post-processing. Changing x_s by D leaves rows t < s of Cx, hence their rounding,
+unchanged, and moves row t ≥ s by c_{t−s}D before rounding and by at most
+c_{t−s}‖D‖ + g√m after it (m entries per row), so by Minkowski the rounded Cx has
+sensitivity ≤ √(Σc_k²)·Δ + g√(m·T). The discrete noise is calibrated to that
+(relative inflation g√(mT)/(√(Σc_k²)Δ)) at the same charge; per-row Rényi
+divergences add over independent rows, symmetrised rows as in ``mechanisms.tree``.
+
+Cost of exactness: Cx is not a running sum, so each append computes
+(Cx)_t = Σ_{s≤t} c_{t−s}x_s and (BY)_t = Σ_{s≤t} c_{t−s}Y_s from the stored
+history: O(t·d²) work per append (O(T²·d²) in all) and O(T·d²) memory; the
+tree needs O(L·d²) per append and memory.
 """
 
 from __future__ import annotations
@@ -37,11 +48,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.signal import fftconvolve
 
 from mechanisms.noise import round_up
 from mechanisms.release import Release
-from mechanisms.tree import ContinualRelease, symmetrised_normal
+from mechanisms.lattice import round_to_grid
+from mechanisms.tree import ContinualRelease
 
 __all__ = ["SquareRootFactorizationMechanism", "square_root_coefficients"]
 
@@ -106,11 +117,13 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         return self.column_norm_squared, f"sum c_k^2={float(self.column_norm_squared)!r}", "sigma"
 
     def _start(self) -> None:
-        """All T noise draws, made once the horizon is charged, correlated by the factor B."""
-        white = symmetrised_normal(self.rng, self.sigma, self.shape, count=self.horizon)
-        kernel = self.coefficients.reshape((self.horizon,) + (1,) * len(self.shape))
-        self._noise = fftconvolve(kernel, white, axes=0)[: self.horizon]
-        self._sum = np.zeros(self.shape)
+        """History buffers for Cx and its noisy version (the noise itself is drawn at first append)."""
+        self._elements_seen = np.zeros((self.horizon, *self.shape))
+        self._noisy_cx = np.zeros((self.horizon, *self.shape))
+
+    def _row_sensitivity(self) -> float:
+        """√(Σc_k²)·Δ rounded down (a smaller value only enlarges the noise's rounding allowance)."""
+        return float(np.nextafter(math.sqrt(float(self.column_norm_squared)) * self.charged_sensitivity, 0.0))
 
     def _noise_weight(self, t: int) -> float:
         """The t-th release carries Σ_{s≤t} c_{t−s} Z_s: variance σ²·Σ_{k<t} c_k²."""
@@ -125,6 +138,11 @@ class SquareRootFactorizationMechanism(ContinualRelease):
             If the horizon is exhausted or ``x`` is malformed (see ``StreamElements.check``).
         """
         element = self._elements.check(x, self.t)
-        self._sum = self._sum + element
+        nodes = self._node_noise(self._row_sensitivity(), self.horizon)
+        t = self.t
+        self._elements_seen[t] = element
+        weights = self.coefficients[t::-1]  # c_{t−s} for s = 0..t
+        cx = np.tensordot(weights, self._elements_seen[: t + 1], axes=1)
+        self._noisy_cx[t] = round_to_grid(cx, nodes.lattice.grid) + nodes.noise(1)[0]
         self.t += 1
-        return self._release(self._sum + self._noise[self.t - 1], self.receipt)
+        return self._release(np.tensordot(weights, self._noisy_cx[: t + 1], axes=1), self.receipt)

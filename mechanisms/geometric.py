@@ -25,41 +25,109 @@ from collections.abc import Sequence
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
+import math
+
 import numpy as np
 
 from accounting import Account, PureDP
+from mechanisms.lattice import LaplaceLattice
 from mechanisms.noise import laplace_scale_for
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator, check_positive
 
-__all__ = ["GeometricBatchMean", "refresh_points"]
+__all__ = ["GeometricBatchMean", "RefreshPoints", "check_eta", "refresh_points"]
 
 _MAX_COUNT = 2**53  # counts beyond this lose integer precision in float sums
 
 
-def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
-    """The distinct batch boundaries ⌈(1+η)^k⌉ ≤ ``limit``, k = 0, 1, … (paper §4; BAI.md).
+def check_eta(eta: object) -> float:
+    """Return η as a float if it is a finite number > 0 with 1 + η > 1 in floating point.
 
-    The first point is 1: every arm's first reward is released on its own. η is
-    read as the decimal it prints as (the ledger's convention) and the powers are
-    computed in 60-digit decimal arithmetic, so the ceilings are exact where a
-    float power is not (with η = 1, exp(k·log 2) overshoots 2^25 and its ceiling
-    is 2^25 + 1).
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``eta`` and its range (an η with 1 + η == 1 would never refresh).
     """
     eta = check_positive("eta", eta)
-    base = Decimal(repr(eta)) + 1
-    points: list[int] = []
-    with localcontext() as context:
-        context.prec = 60
-        power = Decimal(1)
+    if 1.0 + eta == 1.0:
+        raise ValueError(f"eta must be > 0 with 1 + eta > 1 in floating point (eta > 1.1e-16), got {eta!r}")
+    return eta
+
+
+class RefreshPoints:
+    """The distinct batch boundaries ⌈(1+η)^k⌉, k = 0, 1, …, computed on demand (paper §4; BAI.md).
+
+    The first point is 1: every arm's first reward is released on its own. η is
+    read as the decimal it prints as (the ledger's convention) and powers are
+    computed in 60-digit decimal arithmetic, so the ceilings are exact where a
+    float power is not (with η = 1, exp(k·log 2) overshoots 2^25 and its ceiling
+    is 2^25 + 1). The point after p is ⌈(1+η)^j⌉ for the least j with (1+η)^j > p
+    (for an integer p, ⌈y⌉ > p ⇔ y > p), found from a float estimate of j and
+    corrected exactly; each answer is memoised, so memory grows with the points
+    actually reached, never with 1/η.
+    """
+
+    def __init__(self, eta: float) -> None:
+        self.eta = check_eta(eta)
+        self._base = Decimal(repr(self.eta)) + 1
+        self._log_base = math.log1p(self.eta)
+        self._after: dict[int, int] = {}
+
+    def _power(self, j: int) -> Decimal:
+        with localcontext() as context:
+            context.prec = 60
+            return self._base ** j
+
+    def after(self, point: int) -> int:
+        """The refresh point following the integer ``point`` ≥ 1."""
+        point = int(point)
+        cached = self._after.get(point)
+        if cached is not None:
+            return cached
+        # Least j with (1+η)^j > point: bracket the float estimate, then bisect exactly.
+        guess = int(math.log(point) / self._log_base)
+        low, high = max(guess - 2, 0), guess + 2
+        while low > 0 and self._power(low) > point:
+            low = max(low - 2 * (high - low), 0)
+        while self._power(high) <= point:
+            high += 2 * (high - low) + 1
+        while low < high:  # invariant: power(high) > point; power(j) ≤ point for j < low, or low = 0
+            middle = (low + high) // 2
+            if self._power(middle) > point:
+                high = middle
+            else:
+                low = middle + 1
+        j = high
+        with localcontext() as context:
+            context.prec = 60
+            following = int(self._power(j).to_integral_value(rounding=ROUND_CEILING))
+        self._after[point] = following
+        return following
+
+    def upto(self, limit: int) -> np.ndarray:
+        """Every point ≤ ``limit``, in order."""
+        points = [1]
         while True:
-            point = int(power.to_integral_value(rounding=ROUND_CEILING))
-            if point > limit:
-                break
-            if not points or point != points[-1]:
-                points.append(point)
-            power *= base
-    return np.array(points, dtype=np.int64)
+            following = self.after(points[-1])
+            if following > limit:
+                return np.array(points, dtype=np.int64)
+            points.append(following)
+
+
+def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
+    """The distinct batch boundaries ⌈(1+η)^k⌉ ≤ ``limit``, k = 0, 1, … (see :class:`RefreshPoints`).
+
+    Raises
+    ------
+    ValueError
+        If η is not a finite number with 1 + η > 1, or the points up to ``limit``
+        would number more than 10⁶ (use :class:`RefreshPoints` to walk them lazily).
+    """
+    points = RefreshPoints(eta)
+    if math.log(max(int(limit), 2)) / points._log_base > 1e6 and limit > 1e6:
+        raise ValueError(f"eta={eta!r} gives more than 10^6 refresh points up to limit={limit}; "
+                         "use RefreshPoints(eta).after(point) to walk them lazily")
+    return points.upto(limit)
 
 
 class GeometricBatchMean(Mechanism):
@@ -116,17 +184,21 @@ class GeometricBatchMean(Mechanism):
         # The charge PureDP(ε) reads ε as the decimal it prints as; the noise scale is
         # the smallest float b with 1/b ≤ that ε exactly, so the real loss never exceeds it.
         self.scale = laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
-        self.eta = check_positive("eta", eta)
+        # Float-safe noise: the batch sum rounded to a power-of-two grid plus discrete Laplace
+        # noise there, ε-DP exactly for the sum's sensitivity 1 plus one grid step (mechanisms.lattice).
+        self._lattice = LaplaceLattice(Fraction(repr(self.epsilon)), self.scale, self.sensitivity, 1)
+        self.refresh = RefreshPoints(eta)
+        self.eta = self.refresh.eta
         self.rng = check_generator(rng)
         self.forget = bool(forget)
         self.accounts = tuple(accounts)
         self.n_runs, self.n_arms = len(accounts), int(n_arms)
-        self.points = refresh_points(self.eta)
         shape = (self.n_runs, self.n_arms)
         self.counts = np.zeros(shape, dtype=np.int64)  # rewards observed (public: actions)
         self.batches = np.zeros(shape, dtype=np.int64)  # batches released so far = phase k
         self.phase_counts = np.zeros(shape, dtype=np.int64)  # Ñ: samples behind the estimate
-        self.next_refresh = np.full(shape, self.points[0], dtype=np.int64)
+        self.next_refresh = np.ones(shape, dtype=np.int64)  # the first refresh point is 1
+        self._batch_begin = np.zeros(shape, dtype=np.int64)  # count at the start of the current batch
         self._pending = np.zeros(shape)  # raw sum of the batch in progress (never released)
         self._noisy = np.zeros(shape)  # released noisy sums
 
@@ -182,17 +254,15 @@ class GeometricBatchMean(Mechanism):
         out: list[tuple[int, int, Release]] = []
         if len(done):
             r, a = done[:, 0], done[:, 1]
-            noise = self.rng.laplace(0.0, self.scale, size=len(done))
-            batch = self._pending[r, a] + noise
+            batch = self._lattice.add(self.rng, self._pending[r, a])
             self._noisy[r, a] = batch if self.forget else self._noisy[r, a] + batch
-            self.phase_counts[r, a] = new[r, a] - (self._batch_start(r, a) if self.forget else 0)
+            self.phase_counts[r, a] = new[r, a] - (self._batch_begin[r, a] if self.forget else 0)
             self._pending[r, a] = 0.0
             self.batches[r, a] += 1
-            self.next_refresh[r, a] = self.points[np.minimum(self.batches[r, a], len(self.points) - 1)]
+            self._batch_begin[r, a] = new[r, a]
+            reached = self.next_refresh[r, a]
+            unique, inverse = np.unique(reached, return_inverse=True)
+            following = np.array([self.refresh.after(p) for p in unique.tolist()], dtype=np.int64)
+            self.next_refresh[r, a] = np.minimum(following[inverse.reshape(-1)], _MAX_COUNT)
             out = [(int(ri), int(ai), self._release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
         return out
-
-    def _batch_start(self, r: np.ndarray, a: np.ndarray) -> np.ndarray:
-        """Count at the boundary before the batch being completed (0 for the first batch)."""
-        k = self.batches[r, a]
-        return np.where(k > 0, self.points[np.maximum(k - 1, 0)], 0)

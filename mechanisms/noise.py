@@ -23,6 +23,7 @@ from accounting import PureDP, ZCDP
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
 from mechanisms.base import Mechanism
+from mechanisms.lattice import GaussianLattice, LaplaceLattice
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = [
@@ -167,7 +168,8 @@ class _AdditiveNoiseMechanism(Mechanism):
     A subclass names itself in ``_MECHANISM`` (recorded with every charge) and the
     norm of its sensitivity in ``_ORDER`` (2 or 1); its ``__init__`` calls
     :meth:`_check_common` and sets ``self.cost``; it draws its noise in
-    ``_noise(shape)`` and describes it for the charge note in ``_describe()``.
+    ``_add_noise(statistic)`` (float-safe, ``mechanisms.lattice``) and describes
+    it for the charge note in ``_describe()``.
     """
 
     _MECHANISM: str
@@ -207,7 +209,7 @@ class _AdditiveNoiseMechanism(Mechanism):
             partition=partition,
             note=f"{self._describe()}. {note}".strip(),
         )
-        noisy = statistic + self._noise(statistic.shape)
+        noisy = self._add_noise(statistic)
         return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
     def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
@@ -287,8 +289,20 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
             self.cost = cost
             self.sigma = gaussian_sigma_for(cost.rho, self.sensitivity)
 
-    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self.rng.normal(0.0, self.sigma, size=shape)
+    def _add_noise(self, statistic: np.ndarray) -> np.ndarray:
+        """Float-safe: round to the grid, add discrete Gaussian noise there (``mechanisms.lattice``).
+
+        Chosen over snapping because ρ-zCDP of the discrete Gaussian is exact
+        (Canonne, Kamath & Steinke 2020, Thm 4) and the charge then needs no change:
+        the rounding's L2 inflation g√m is absorbed by a relative 2⁻²⁸(σ/Δ)√m more noise.
+        """
+        return self._lattice(statistic.size).add(self.rng, statistic)
+
+    def _lattice(self, entries: int) -> GaussianLattice:
+        key = (self.sigma, self.sensitivity, entries)
+        if getattr(self, "_lattice_key", None) != key:
+            self._cached_lattice, self._lattice_key = GaussianLattice(self.sigma, self.sensitivity, entries), key
+        return self._cached_lattice
 
     def _describe(self) -> str:
         return f"sigma={self.sigma!r}, L2 sensitivity={self.sensitivity!r}"
@@ -349,8 +363,16 @@ class LaplaceMechanism(_AdditiveNoiseMechanism):
             self.cost = cost
             self.scale = laplace_scale_for(cost.eps, self.sensitivity)
 
-    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self.rng.laplace(0.0, self.scale, size=shape)
+    def _add_noise(self, statistic: np.ndarray) -> np.ndarray:
+        """Float-safe: round to the grid, add discrete Laplace noise there (``mechanisms.lattice``).
+
+        Chosen over snapping (Mironov 2012) because the discrete Laplace is exactly
+        ε-DP for integer shifts with no clamping bound to choose, and its sampler is
+        exact in integers; the rounding costs m grid steps of L1 sensitivity, absorbed
+        by a relative 2⁻⁴⁰(b/Δ)·m more noise, so the charge ε = Δ/b is unchanged.
+        """
+        lattice = LaplaceLattice(self.cost.eps, self.scale, self.sensitivity, statistic.size)
+        return lattice.add(self.rng, statistic)
 
     def _describe(self) -> str:
         return f"scale={self.scale!r}, L1 sensitivity={self.sensitivity!r}"

@@ -77,11 +77,13 @@ import numpy as np
 
 from accounting import ZCDP
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
+from mechanisms.lattice import GaussianLattice, NoiseStream, round_to_grid
 from mechanisms.noise import element_bound, round_up
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
-__all__ = ["BinaryTreeMechanism", "ContinualRelease", "check_stream_shape", "tree_depth", "StreamElements"]
+__all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "check_stream_shape", "tree_depth",
+           "StreamElements"]
 
 PSD_TOLERANCE = 1e-12
 #: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
@@ -234,16 +236,38 @@ def continual_cost(
     return gaussian_sigma(cost.rho, sensitivity, compositions), cost
 
 
-def symmetrised_normal(rng: np.random.Generator, sigma: float, shape: tuple[int, ...], count: int | None = None) -> np.ndarray:
-    """Node noise: N(0, σ²) i.i.d. for vectors; (Z' + Z'ᵀ)/2 with Z' i.i.d. N(0, σ²) for matrices (paper §J.3).
+class NodeNoise:
+    """Float-safe node noise of a continual release, built once the horizon is charged (paper §J.3).
 
-    ``count`` draws a stack of ``count`` independent noises along a new first axis.
+    Each node is rounded to the power-of-two grid of :class:`mechanisms.lattice.GaussianLattice`
+    and gets discrete Gaussian noise there: i.i.d. N_ℤ(0, S)·g per entry for vectors,
+    g·(Z' + Z'ᵀ)/2 for matrices. The module docstring's Rényi argument holds as is:
+    the upper triangle of n + (Z' + Z'ᵀ)/2 is post-processing of the two independent
+    discrete releases n_ij + Z'_ij and n_ij + Z'_ji (each α·D_ij²/(2σ²) by Canonne,
+    Kamath & Steinke 2020, Thm 4), so a node is ‖D‖_F²/(2σ²)-zCDP for the rounded
+    difference D, whose Frobenius norm is at most Δ + g·d (``docs/float-safe-noise.md``).
+    Draws are made in blocks (:class:`mechanisms.lattice.NoiseStream`), all covered
+    by the one charge.
     """
-    size = shape if count is None else (count, *shape)
-    noise = rng.normal(0.0, sigma, size=size)
-    if len(shape) == 2:
-        noise = (noise + np.swapaxes(noise, -1, -2)) / 2.0
-    return noise
+
+    def __init__(self, rng: np.random.Generator, sigma: float, sensitivity: float, shape: tuple[int, ...],
+                 rows: int = 1) -> None:
+        self.shape, self.sigma = shape, sigma
+        self.entries = int(np.prod(shape))
+        # ``rows`` nodes moved by one element together (factorization: all T rows of Cx) round jointly.
+        self.lattice = GaussianLattice(sigma, sensitivity, self.entries * rows)
+        self.stream = NoiseStream(self.lattice, rng, block=max(4096, 64 * self.entries))
+        self.symmetric = len(shape) == 2
+
+    def noisy(self, node: np.ndarray) -> np.ndarray:
+        """fl(g·rint(node/g) + node noise): one float-safe noisy node."""
+        rounded = round_to_grid(node, self.lattice.grid)
+        return rounded + self.lattice.scale(self.stream.take(self.entries), self.shape, self.symmetric)
+
+    def noise(self, count: int) -> np.ndarray:
+        """``count`` node noises stacked on a new first axis (exact grid multiples)."""
+        units = self.stream.take(count * self.entries)
+        return self.lattice.scale(units, (count, *self.shape), self.symmetric)
 
 
 class ContinualRelease(Mechanism, abc.ABC):
@@ -326,6 +350,18 @@ class ContinualRelease(Mechanism, abc.ABC):
     @abc.abstractmethod
     def append(self, x: np.ndarray) -> Release:
         """Add the next element and release the noisy prefix sum."""
+
+    def _node_noise(self, sensitivity: float | None = None, rows: int = 1) -> NodeNoise:
+        """The float-safe node noise for the current σ, built at first use (after the charge).
+
+        ``sensitivity`` of one node (default the charged Δ) and the ``rows`` of nodes
+        one element moves at once set the rounding allowance (:class:`NodeNoise`).
+        """
+        noise = getattr(self, "_nodes", None)
+        if noise is None or noise.sigma != self.sigma:
+            node_sensitivity = self.charged_sensitivity if sensitivity is None else sensitivity
+            noise = self._nodes = NodeNoise(self.rng, self.sigma, node_sensitivity, self.shape, rows)
+        return noise
 
     def noise_variance(self, t: int) -> float:
         """Per-entry (diagonal) variance of the noise in the t-th release, σ²·(weight at t); off-diagonal: half."""
@@ -417,5 +453,5 @@ class BinaryTreeMechanism(ContinualRelease):
         self._exact[:level] = 0.0
         self._noisy[:level] = 0.0
         self._exact[level] = node
-        self._noisy[level] = node + symmetrised_normal(self.rng, self.sigma, self.shape)
+        self._noisy[level] = self._node_noise().noisy(node)
         return self._release(self._noisy.sum(axis=0), self.receipt)

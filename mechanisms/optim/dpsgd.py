@@ -100,6 +100,7 @@ from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
 from accounting import ZCDP
+from mechanisms.lattice import GaussianLattice
 from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 from mechanisms.base import Mechanism
@@ -159,6 +160,18 @@ def chain_step_hook(optimizer: DPOptimizer, hook: Callable[[DPOptimizer], None])
         hook(opt)
 
     optimizer.attach_step_hook(chained)
+
+
+@dataclass(frozen=True)
+class _StepNoise:
+    """Every step's float-safe noise, drawn after the charge: grid g and rows g·Z_t (exact floats)."""
+
+    grid: float
+    rows: torch.Tensor
+
+    def release(self, clipped_sum: torch.Tensor, step: int) -> torch.Tensor:
+        """fl(g·round(s/g) + g·Z_t): the noisy clipped sum of step ``step`` (round half to even, as rint)."""
+        return torch.round(clipped_sum / self.grid) * self.grid + self.rows[step]
 
 
 @dataclass(frozen=True)
@@ -547,13 +560,20 @@ class DPSGD(Mechanism):
         ridge: float,
         metric: torch.Tensor | None,
     ) -> np.ndarray:
-        """The noisy loop; called only after the charge was granted."""
-        generator = torch.Generator().manual_seed(int(self.rng.integers(0, 2**63 - 1)))
+        """The noisy loop; called only after the charge was granted.
+
+        Every step's noise is drawn here at once (one charge covers all planned steps):
+        float-safe, on the power-of-two grid of ``mechanisms.lattice`` for the clipped
+        sum's sensitivity 2C in d coordinates (module docstring, "Float-safe noise").
+        """
+        lattice = GaussianLattice(plan.sigma, 2 * self.clip, X.shape[1])
+        units = lattice.integers(self.rng, plan.steps * X.shape[1])
+        noise = _StepNoise(lattice.grid, torch.from_numpy(lattice.scale(units, (plan.steps, X.shape[1]))))
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # d is small: intra-op threads only add contention
         try:
             loop = self._loop_opacus if self.engine == "opacus" else self._loop_vectorised
-            theta, noisy_steps = loop(X, y, theta_start, plan, lr, projection, ridge, metric, generator)
+            theta, noisy_steps = loop(X, y, theta_start, plan, lr, projection, ridge, metric, noise)
         finally:
             torch.set_num_threads(threads)
         if noisy_steps != plan.steps:
@@ -570,12 +590,14 @@ class DPSGD(Mechanism):
         projection: StepProjection,
         ridge: float,
         metric: torch.Tensor | None,
-        generator: torch.Generator,
+        noise: _StepNoise,
     ) -> tuple[np.ndarray, int]:
-        """Per-sample gradients by ``GradSampleModule``, clip + noise + mean by ``DPOptimizer``.
+        """Per-sample gradients by ``GradSampleModule``, clipping and summing by ``DPOptimizer``.
 
-        The ridge gradient and the preconditioner are applied in the optimizer's step
-        hook (after the noise, before the update), chained after any hook it holds.
+        opacus draws no noise here (``noise_multiplier=0``): the step hook replaces its
+        gradient by the float-safe noisy clipped sum (``_StepNoise``) over the divisor,
+        then adds the ridge gradient and applies the preconditioner (after the noise,
+        before the update), chained after any hook it holds.
         """
         dim = X.shape[1]
         linear = torch.nn.Linear(dim, 1, bias=False, dtype=torch.float64)
@@ -584,22 +606,23 @@ class DPSGD(Mechanism):
         module = GradSampleModule(linear, loss_reduction="sum")
         optimizer = DPOptimizer(
             torch.optim.SGD(module.parameters(), lr=lr),
-            noise_multiplier=plan.noise_multiplier,
+            noise_multiplier=0.0,  # the noise is ours, float-safe (hook below)
             max_grad_norm=self.clip,
             expected_batch_size=plan.batch_size if plan.normalizer is None else plan.normalizer,
             loss_reduction="mean",
-            generator=generator,
         )
         weight = linear.weight
         theta = weight.detach().numpy().reshape(dim)  # shares memory with the parameter
         noisy_steps = 0
 
         def after_noise(opt: DPOptimizer) -> None:
-            # Runs after clipping + noise + averaging, before the SGD update.
+            # Runs after clipping + summing (+ zero noise + averaging), before the SGD update.
             nonlocal noisy_steps
-            noisy_steps += 1
-            if noisy_steps > plan.steps:
+            if noisy_steps >= plan.steps:
                 raise RuntimeError(f"DP-SGD took more noisy steps than the {plan.steps} charged")
+            divisor = opt.expected_batch_size * opt.accumulated_iterations
+            weight.grad.copy_((noise.release(weight.summed_grad.view(dim), noisy_steps) / divisor).view(1, dim))
+            noisy_steps += 1
             if ridge > 0:
                 weight.grad.add_(weight.detach(), alpha=ridge)
             if metric is not None:
@@ -628,14 +651,14 @@ class DPSGD(Mechanism):
         projection: StepProjection,
         ridge: float,
         metric: torch.Tensor | None,
-        generator: torch.Generator,
+        noise: _StepNoise,
     ) -> tuple[np.ndarray, int]:
         """The same steps as :meth:`_loop_opacus`, written out for a GLM.
 
         ℓ_i depends on θ only through z_i = ⟨x_i, θ⟩, so one backward pass through
         Σ_i ℓ(z_i, y_i) gives every ℓ'(z_i) and the per-sample gradient is ℓ'(z_i)·x_i.
-        Clipping factor min(1, C/(‖g_i‖ + 10⁻⁶)), the noise draw N(0, (zC)²) of shape
-        (1, d) from the same torch generator, and the division by the block size (or
+        Clipping factor min(1, C/(‖g_i‖ + 10⁻⁶)), the same float-safe noisy sum
+        (``_StepNoise``, the same draws), and the division by the block size (or
         the public normaliser) follow opacus's ``DPOptimizer`` operation by operation
         (tested to agree with it).
         """
@@ -648,9 +671,8 @@ class DPSGD(Mechanism):
             (derivative,) = torch.autograd.grad(self.loss(z, y_batch).sum(), z)
             per_sample = derivative[:, None] * X_batch
             factor = (self.clip / (per_sample.norm(dim=1) + 1e-6)).clamp(max=1.0)
-            noise = torch.normal(0.0, plan.sigma, size=(1, dim), generator=generator, dtype=torch.float64)
             divisor = y_batch.shape[0] if plan.normalizer is None else plan.normalizer
-            gradient = (factor @ per_sample + noise.view(dim)) / divisor
+            gradient = noise.release(factor @ per_sample, noisy_steps) / divisor
             noisy_steps += 1
             if ridge > 0:
                 gradient += ridge * theta_torch

@@ -1,0 +1,319 @@
+r"""Exact samplers for the discrete Laplace and the discrete Gaussian, vectorised in numpy.
+
+Canonne, Kamath & Steinke (2020), "The Discrete Gaussian for Differential Privacy"
+(NeurIPS), Algorithms 1–3; derivations and the float-safety argument in
+``docs/float-safe-noise.md``.
+
+* :func:`bernoulli_exp` — Bernoulli(exp(−γ)) for rational γ = p/q ∈ [0, 1]
+  (Algorithm 1): K ← 1; while Bernoulli(γ/K): K ← K + 1; return K odd. A coin
+  Bernoulli(p/(qK)) is one uniform integer W ∈ {0, …, qK − 1} compared with p
+  (two draws, one in {0..K−1} and one in {0..q−1}, when qK would overflow).
+* :func:`discrete_laplace` — P(Y = y) ∝ exp(−|y|/t) on ℤ for an integer scale t ≥ 1
+  (Algorithm 2 with s = 1): U uniform on {0..t−1} kept with probability exp(−U/t),
+  V geometric (the number of Bernoulli(e⁻¹) successes before a failure),
+  X = U + tV, a fair sign, and (sign −, X = 0) rejected.
+* :func:`discrete_gaussian` — P(Y = y) ∝ exp(−y²/(2σ²)) on ℤ for an integer σ² = S
+  (Algorithm 3): Y discrete Laplace with t = ⌊σ⌋ + 1, kept with probability
+  exp(−(|Y| − σ²/t)²/(2σ²)).
+
+Exactness. Every random decision is a comparison of uniform integers from the
+generator with integers, except the last acceptance of Algorithm 3, whose γ =
+(|Y|t − S)²/(2St²) has a numerator of ~4·log₂σ bits. There the decision is made
+in float64 *only where it is certified*: γ is enclosed in an interval by outward
+rounding (``nextafter`` after each correctly rounded IEEE operation), its integer
+part must be the same at both ends, and each coin Bernoulli(f/K) compares a
+53-bit uniform cell [u, u + 1)·2⁻⁵³ with the interval of f/K. A cell that straddles
+the interval (probability ~2⁻⁵⁰ per coin) is resolved exactly in rational
+arithmetic, refining the same uniform with further bits; an element whose
+integer part is uncertain is decided exactly from scratch. The output law is
+therefore exactly the stated pmf; floats only decide when they provably agree
+with exact arithmetic.
+
+The samplers consume the generator in a different order from numpy's own; they
+never touch global state.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_laplace", "MAX_SCALE", "MAX_SIGMA2"]
+
+#: Largest integer scale t of :func:`discrete_laplace` (X = U + tV stays far inside int64).
+MAX_SCALE = 2**52
+#: Largest integer variance S = σ² of :func:`discrete_gaussian` (σ < 2^31, t·|Y| inside int64).
+MAX_SIGMA2 = 2**62
+_INT64_SAFE = 2**62
+_UNIT = 2.0**-53
+
+
+def _check_count(size: object) -> int:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise ValueError(f"size must be an int >= 0, got {size!r}")
+    return int(size)
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value}")
+    return value
+
+
+def _coin(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int, k: int) -> np.ndarray:
+    """Bernoulli(p/(qK)) for integer arrays 0 ≤ p ≤ q (exact uniform integers)."""
+    qmax = int(np.max(q)) if np.ndim(q) else int(q)
+    if qmax * k < _INT64_SAFE:
+        return rng.integers(0, np.asarray(q, dtype=np.int64) * k, size=p.shape) < p
+    first = rng.integers(0, k, size=p.shape) == 0 if k > 1 else np.ones(p.shape, dtype=bool)
+    return first & (rng.integers(0, q) < p)
+
+
+def bernoulli_exp(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int) -> np.ndarray:
+    """Exact Bernoulli(exp(−p/q)) for integer arrays 0 ≤ p ≤ q, 1 ≤ q < 2^62 (CKS 2020, Algorithm 1).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    p, q : numpy.ndarray of int64 (or q an int)
+        γ = p/q ∈ [0, 1], elementwise.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
+    shape = np.shape(p)
+    p = np.asarray(p, dtype=np.int64).reshape(-1)
+    scalar = not np.ndim(q)
+    q = int(q) if scalar else np.asarray(q, dtype=np.int64).reshape(-1)
+    heads = _coin(rng, p, q, 1)
+    out = ~heads  # a first tail stops at K = 1 (odd): accept
+    index = np.flatnonzero(heads)
+    k = 2
+    while index.size:
+        heads = _coin(rng, p[index], q if scalar else q[index], k)
+        out[index[~heads]] = (k % 2) == 1
+        index = index[heads]
+        k += 1
+    return out.reshape(shape)
+
+
+def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Number of Bernoulli(e⁻¹) successes before the first failure: P(V = v) = (1 − e⁻¹) e^{−v}."""
+    count = np.zeros(n, dtype=np.int64)
+    alive = np.arange(n)
+    ones = np.ones(n, dtype=np.int64)
+    while alive.size:
+        success = bernoulli_exp(rng, ones[: alive.size], 1)
+        alive = alive[success]
+        count[alive] += 1
+    return count
+
+
+def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> np.ndarray:
+    """``size`` i.i.d. draws with P(Y = y) = tanh(1/(2t))·exp(−|y|/t) on ℤ, t = ``scale`` (CKS 2020, Alg. 2).
+
+    Also called the two-sided geometric distribution. Exact: integer arithmetic only.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    scale : int
+        t in [1, 2^52].
+    size : int
+        Number of draws.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (size,)
+    """
+    t = _check_int("scale", scale, 1, MAX_SCALE)
+    n = _check_count(size)
+    out = np.empty(n, dtype=np.int64)
+    filled = 0
+    while filled < n:
+        want = n - filled
+        # Acceptance ≈ (1 − e⁻¹)·(1 − tiny): draw ~1.6× what is missing.
+        u = rng.integers(0, t, size=int(want * 1.62) + 8)
+        u = u[bernoulli_exp(rng, u, t)]
+        v = _geometric_exp1(rng, u.size)
+        if v.size and int(v.max()) > (_INT64_SAFE - t) // t:  # probability < exp(−2^10)
+            raise RuntimeError("discrete_laplace: geometric draw beyond int64 (probability below 2^-1000)")
+        x = u + t * v
+        negative = rng.integers(0, 2, size=x.size, dtype=np.int8) == 1
+        keep = ~(negative & (x == 0))
+        y = np.where(negative, -x, x)[keep][:want]
+        out[filled: filled + y.size] = y
+        filled += y.size
+    return out
+
+
+#: Relative slack on every float enclosure (a few roundings of 2⁻⁵³ each, generously covered).
+_REL = 2.0**-48
+
+
+def _gamma_interval(magnitude: np.ndarray, t: int, sigma2: int) -> tuple[np.ndarray, np.ndarray]:
+    """An interval [lo, hi] ∋ γ = (|Y| − S/t)²/(2S), from float64 with a rigorous error bound.
+
+    For |Y|, t < 2^53 (exact as floats) and S < 2^63 (relative error ≤ 2⁻⁵³ as a float):
+    q̂ = fl(S/t) has |q̂ − S/t| ≤ 2⁻⁵²·q̂ and the subtraction d̂ = fl(|Y| − q̂) adds at
+    most 2⁻⁵³|d̂|, so |d̂ − (|Y| − S/t)| ≤ e = 2⁻⁵⁰(q̂ + |d̂|) with room to spare; the
+    square, the division by 2S and the products below each add a relative 2⁻⁵³,
+    all inside the factor 1 ± 2⁻⁴⁸.
+    """
+    s = float(sigma2)
+    q = s / t
+    d = np.abs(magnitude.astype(np.float64) - q)
+    e = 2.0**-50 * (q + d)
+    lo = np.maximum(d - e, 0.0)
+    hi = d + e
+    return lo * lo / (2.0 * s) * (1.0 - _REL), hi * hi / (2.0 * s) * (1.0 + _REL)
+
+
+def _exact_below(rng: np.random.Generator, threshold: Fraction, cell: int | None = None) -> bool:
+    """Is V < ``threshold`` for V uniform on [0, 1)? Exact: V's bits are drawn until the answer is known.
+
+    ``cell`` u continues a uniform already known to lie in [u, u + 1)·2⁻⁵³.
+    """
+    if cell is None:
+        low, width = Fraction(0), Fraction(1)
+    else:
+        low, width = Fraction(cell, 2**53), Fraction(1, 2**53)
+    while True:
+        if low + width <= threshold:
+            return True
+        if low >= threshold:
+            return False
+        width /= 2**62
+        low += int(rng.integers(0, 2**62)) * width
+
+
+def _exact_bernoulli_exp(rng: np.random.Generator, gamma: Fraction, start_k: int = 1,
+                         cell: int | None = None, whole_done: bool = False) -> bool:
+    """Exact Bernoulli(exp(−γ)), γ ≥ 0 rational: ⌊γ⌋ Bernoulli(e⁻¹) then Algorithm 1 on the fraction.
+
+    ``start_k``/``cell``/``whole_done`` resume a fast-path run whose coin at K = ``start_k``
+    had uniform cell ``cell`` and whose Bernoulli(e⁻¹) factors already all succeeded.
+    """
+    whole = gamma.numerator // gamma.denominator
+    fraction = gamma - whole
+    if not whole_done:
+        for _ in range(whole):
+            if not bool(bernoulli_exp(rng, np.ones(1, dtype=np.int64), 1)[0]):
+                return False
+    k = start_k
+    while True:
+        heads = _exact_below(rng, fraction / k, cell)
+        cell = None
+        if not heads:
+            return k % 2 == 1
+        k += 1
+
+
+def _survive_whole(rng: np.random.Generator, whole: np.ndarray) -> np.ndarray:
+    """Do all of ``whole[i]`` independent Bernoulli(e⁻¹) factors succeed? (The integer part of exp(−γ).)"""
+    alive = np.ones(whole.size, dtype=bool)
+    pending = np.flatnonzero(whole > 0)
+    j = 0
+    while pending.size:
+        survived = bernoulli_exp(rng, np.ones(pending.size, dtype=np.int64), 1)
+        alive[pending[~survived]] = False
+        j += 1
+        pending = pending[survived & (whole[pending] > j)]
+    return alive
+
+
+def _accept_gaussian(rng: np.random.Generator, magnitude: np.ndarray, t: int, sigma2: int,
+                     widen: float = 0.0) -> np.ndarray:
+    """Bernoulli(exp(−γ)), γ = (|Y|t − S)²/(2St²), per element, exact.
+
+    Three routes, each exact: all-integer when 2St² and the numerator fit in int64
+    (small σ); float enclosures where certified (module docstring); rational
+    arithmetic for the rest. ``widen`` > 0 enlarges the enclosures (tests use it to
+    exercise the rational route) and disables the integer route.
+    """
+    n = magnitude.size
+    accept = np.zeros(n, dtype=bool)
+    denominator = 2 * sigma2 * t * t
+    if denominator < _INT64_SAFE and widen == 0.0:
+        small = np.flatnonzero(magnitude < 2**31)
+        difference = magnitude[small] * t - sigma2
+        small, difference = small[np.abs(difference) < 2**31], difference[np.abs(difference) < 2**31]
+        numerator = difference * difference
+        whole, remainder = numerator // denominator, numerator % denominator
+        alive = _survive_whole(rng, whole)
+        accept[small[alive]] = bernoulli_exp(rng, remainder[alive], denominator)
+        unrouted = np.ones(n, dtype=bool)
+        unrouted[small] = False
+        rest = np.flatnonzero(unrouted)
+    else:
+        rest = np.arange(n)
+    exact_scratch: list[int] = []
+    resume: list[tuple[int, int, int]] = []  # (element, K, cell)
+    in_float = magnitude[rest] < 2**53  # t < 2^31 always (S ≤ 2^62)
+    fast = rest[in_float]
+    exact_scratch.extend(rest[~in_float].tolist())
+    g_lo, g_hi = _gamma_interval(magnitude[fast], t, sigma2)
+    g_hi = g_hi + widen
+    whole = np.floor(g_lo)
+    sure = whole == np.floor(g_hi)
+    exact_scratch.extend(fast[~sure].tolist())
+    fast, whole, f_lo, f_hi = fast[sure], whole[sure], (g_lo - whole)[sure], (g_hi - whole)[sure]
+    index = np.flatnonzero(_survive_whole(rng, whole))
+    lo, hi = f_lo[index], f_hi[index]
+    k = 1
+    while index.size:
+        cell = rng.integers(0, 2**53, size=index.size)
+        bound_lo, bound_hi = lo / k * (1.0 - _REL), hi / k * (1.0 + _REL)
+        heads = (cell + 1) * _UNIT <= bound_lo
+        tails = cell * _UNIT >= bound_hi
+        unsure = ~(heads | tails)
+        if unsure.any():
+            resume.extend(zip(fast[index[unsure]].tolist(), [k] * int(unsure.sum()), cell[unsure].tolist()))
+        accept[fast[index[tails]]] = k % 2 == 1
+        index, lo, hi = index[heads], lo[heads], hi[heads]
+        k += 1
+    for i in exact_scratch:
+        accept[i] = _exact_bernoulli_exp(rng, Fraction((int(magnitude[i]) * t - sigma2) ** 2, 2 * sigma2 * t * t))
+    for i, k_at, cell_at in resume:
+        gamma = Fraction((int(magnitude[i]) * t - sigma2) ** 2, 2 * sigma2 * t * t)
+        accept[i] = _exact_bernoulli_exp(rng, gamma, start_k=k_at, cell=cell_at, whole_done=True)
+    return accept
+
+
+
+
+def discrete_gaussian(rng: np.random.Generator, sigma2: int, size: int, *, _widen: float = 0.0) -> np.ndarray:
+    """``size`` i.i.d. draws with P(Y = y) ∝ exp(−y²/(2σ²)) on ℤ, σ² = ``sigma2`` (CKS 2020, Alg. 3).
+
+    Exact (module docstring): rejection from the discrete Laplace of scale
+    t = ⌊σ⌋ + 1 with acceptance exp(−(|Y| − σ²/t)²/(2σ²)).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    sigma2 : int
+        The variance parameter S = σ² in [1, 2^62].
+    size : int
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (size,)
+    """
+    s = _check_int("sigma2", sigma2, 1, MAX_SIGMA2)
+    n = _check_count(size)
+    t = math.isqrt(s) + 1
+    out = np.empty(n, dtype=np.int64)
+    filled = 0
+    while filled < n:
+        want = n - filled
+        y = discrete_laplace(rng, t, int(want * 1.45) + 8)
+        y = y[_accept_gaussian(rng, np.abs(y), t, s, _widen)][:want]
+        out[filled: filled + y.size] = y
+        filled += y.size
+    return out

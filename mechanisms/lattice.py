@@ -1,0 +1,209 @@
+r"""Float-safe noisy releases: round the statistic to a power-of-two grid and add exact discrete noise on it.
+
+Why (Mironov 2012, "On significance of the least significant bits for
+differential privacy"): x + (float Laplace or Gaussian noise) computed in
+floating point has outputs that are possible for one input and impossible for
+its neighbour (82% of the outputs of ``LaplaceMechanism`` at ε = 1 on input 0
+could not occur on input 1), so the claimed ε or ρ is not what the floats
+deliver. Here every noisy value is
+
+    y = fl(g·n + g·Z),   n = rint(x/g) ∈ ℤᵐ,   Z ∈ ℤᵐ exact discrete noise,
+
+with g = 2^k a power of two. g·n and g·Z are exact floats and IEEE addition is
+correctly rounded, so y is a deterministic function of the integer vector
+n + Z: the release is post-processing of an integer-valued mechanism whose
+privacy is exactly that of the discrete noise (``docs/float-safe-noise.md``).
+
+Sensitivity on the grid. rint moves each coordinate by at most g/2, so for
+neighbours ‖n − n'‖·g ≤ ‖x − x'‖ + g‖1‖: L2 sensitivity Δ + g√m, and, n − n'
+being an integer vector, L1 sensitivity ⌊Δ/g⌋ + m grid steps (each coordinate
+|nᵢ − n'ᵢ| ≤ |xᵢ − x'ᵢ|/g + 1). The discrete noise is calibrated to the inflated
+sensitivity so that the mechanism's charge (computed for Δ) stays exact:
+
+* Gaussian: the discrete Gaussian N_ℤ(0, S) with integer S ≥ (σ/g)²(1 + g√m/Δ)²
+  is Δ_g²/(2S)-zCDP for integer shifts of L2 norm Δ_g (Canonne, Kamath & Steinke
+  2020, Thm 4 and its product form, Thm 15), and Δ_g²/(2S) ≤ Δ²/(2σ²), the charge.
+* Laplace: the discrete Laplace with integer scale t ≥ (⌊Δ/g⌋ + m)/ε is ε-DP
+  (pmf ratio exp(‖n − n'‖₁/t); Ghosh, Roughgarden & Sundararajan 2009; CKS 2020 §2).
+
+The grid (what is public: σ or b, Δ, and the number m of entries; never the data):
+g = 2^(⌊log₂ σ⌋ − ``GAUSSIAN_BITS``), so σ/g ∈ [2^28, 2^29), and g = 2^(⌊log₂ b⌋ −
+``LAPLACE_BITS``), so b/g ∈ [2^40, 2^41). Limits from exact integer arithmetic: the
+discrete Gaussian sampler needs S ≤ 2^62 (σ/g < 2^31: at most 30 bits), the discrete
+Laplace t ≤ 2^52. The relative noise inflation is g√m/Δ ≤ 2^-28·(σ/Δ)·√m (Gaussian)
+and g·m/Δ ≤ 2^-40·(b/Δ)·m (Laplace), recorded as ``noise_inflation``.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from mechanisms.discrete import MAX_SCALE, MAX_SIGMA2, discrete_gaussian, discrete_laplace
+
+__all__ = ["GAUSSIAN_BITS", "LAPLACE_BITS", "GaussianLattice", "LaplaceLattice", "NoiseStream", "round_to_grid"]
+
+#: σ in grid units lies in [2^GAUSSIAN_BITS, 2^(GAUSSIAN_BITS + 1)).
+GAUSSIAN_BITS = 28
+#: b in grid units lies in [2^LAPLACE_BITS, 2^(LAPLACE_BITS + 1)).
+LAPLACE_BITS = 40
+
+
+def _grid_below(value: float, bits: int) -> float:
+    """2^(⌊log₂ value⌋ − bits): a power of two, from the public noise parameter only."""
+    _, exponent = math.frexp(value)  # value = m·2^exponent, m ∈ [1/2, 1)
+    return math.ldexp(1.0, exponent - 1 - bits)
+
+
+def _sqrt_up(m: int) -> Fraction:
+    """A rational ≥ √m (exact when m is a perfect square)."""
+    root = math.isqrt(m)
+    if root * root == m:
+        return Fraction(root)
+    return Fraction(math.isqrt(m * 4**32) + 1, 2**32)
+
+
+def round_to_grid(x: np.ndarray, grid: float) -> np.ndarray:
+    """g·rint(x/g) elementwise: exact floats on the grid, each within g/2 of x.
+
+    x/g and the product are exact (power-of-two scaling); a quotient that underflows
+    rounds to 0, still within g/2.
+
+    Raises
+    ------
+    ValueError
+        If x/g overflows (|x| beyond ~2^1023·g); checked before any charge by callers.
+    """
+    units = np.rint(np.asarray(x, dtype=float) / grid)
+    if not np.all(np.isfinite(units)):
+        raise ValueError(f"x is too large for the noise grid {grid!r} (|x|/grid overflows a float)")
+    return units * grid
+
+
+class GaussianLattice:
+    """Discrete Gaussian noise on the grid g for statistics of ``entries`` coordinates, L2 sensitivity Δ.
+
+    Parameters
+    ----------
+    sigma : float
+        The nominal σ the charge was computed for (ρ = Δ²/(2σ²)).
+    sensitivity : float
+        Δ, the L2 (or Frobenius) sensitivity the charge was computed for.
+    entries : int
+        m, the number of coordinates rounded (d for vectors, d² for (d, d) matrices).
+
+    Attributes
+    ----------
+    grid : float
+        g, a power of two.
+    sigma2 : int
+        S, the discrete Gaussian's σ² in grid units (module docstring).
+    noise_inflation : float
+        √S·g/σ − 1 ≥ 0, the relative noise added to absorb the rounding.
+
+    Raises
+    ------
+    ValueError
+        If S would exceed 2^62 (σ√m/Δ beyond ~2^30): no exact sampler; the message names the limit.
+    """
+
+    def __init__(self, sigma: float, sensitivity: float, entries: int) -> None:
+        self.grid = _grid_below(sigma, GAUSSIAN_BITS)
+        units = Fraction(sigma) / Fraction(self.grid)
+        delta = Fraction(sensitivity)
+        factor = (delta + Fraction(self.grid) * _sqrt_up(int(entries))) / delta
+        target = (units * factor) ** 2
+        self.sigma2 = -(-target.numerator // target.denominator)
+        if self.sigma2 > MAX_SIGMA2:
+            raise ValueError(
+                f"sigma/sensitivity * sqrt(entries) = {sigma / sensitivity * math.sqrt(entries):.3g} is too large "
+                f"for exact discrete Gaussian noise on the grid (sigma^2 in grid units {self.sigma2} > 2^62)")
+        self.noise_inflation = math.sqrt(self.sigma2) * self.grid / sigma - 1.0
+
+    def integers(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` i.i.d. N_ℤ(0, S) draws (grid units)."""
+        return discrete_gaussian(rng, self.sigma2, count)
+
+    def scale(self, units: np.ndarray, shape: tuple[int, ...], symmetric: bool = False) -> np.ndarray:
+        """Grid units → noise values g·Z of ``shape``; ``symmetric``: g·(Z + Zᵀ)/2 on the last two axes.
+
+        (Z + Zᵀ)/2 is a half-integer multiple of g: still exact floats.
+        """
+        noise = units.reshape(shape).astype(np.float64)
+        if symmetric:
+            noise = (noise + np.swapaxes(noise, -1, -2)) / 2.0
+        return noise * self.grid
+
+    def add(self, rng: np.random.Generator, x: np.ndarray, symmetric: bool = False) -> np.ndarray:
+        """fl(g·rint(x/g) + g·Z): the float-safe release of x (module docstring)."""
+        rounded = round_to_grid(x, self.grid)
+        return rounded + self.scale(self.integers(rng, rounded.size), rounded.shape, symmetric)
+
+
+class LaplaceLattice:
+    """Discrete Laplace noise on the grid g: pure ε-DP for L1 sensitivity Δ over ``entries`` coordinates.
+
+    Parameters
+    ----------
+    epsilon : fractions.Fraction
+        The ε charged (exact).
+    scale : float
+        The nominal Laplace scale b (sets the grid only).
+    sensitivity : float
+        Δ, the L1 sensitivity.
+    entries : int
+        m, the number of coordinates rounded.
+
+    Attributes
+    ----------
+    grid : float
+    scale_units : int
+        t = ⌈(⌊Δ/g⌋ + m)/ε⌉, the discrete Laplace scale in grid units.
+    noise_inflation : float
+        t·g/b − 1 (may be slightly negative when b was rounded up for the charge).
+    """
+
+    def __init__(self, epsilon: Fraction, scale: float, sensitivity: float, entries: int) -> None:
+        self.grid = _grid_below(scale, LAPLACE_BITS)
+        steps = Fraction(sensitivity) / Fraction(self.grid)
+        shift = steps.numerator // steps.denominator + int(entries)
+        units = Fraction(shift) / Fraction(epsilon)
+        self.scale_units = -(-units.numerator // units.denominator)
+        if self.scale_units > MAX_SCALE:
+            raise ValueError(f"entries={entries} is too large for exact discrete Laplace noise on the grid "
+                             f"(scale in grid units {self.scale_units} > 2^52)")
+        self.noise_inflation = self.scale_units * self.grid / scale - 1.0
+
+    def integers(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` i.i.d. discrete Laplace draws of scale t (grid units)."""
+        return discrete_laplace(rng, self.scale_units, count)
+
+    def add(self, rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+        """fl(g·rint(x/g) + g·Y), Y discrete Laplace: the float-safe release of x."""
+        rounded = round_to_grid(x, self.grid)
+        noise = self.integers(rng, rounded.size).reshape(rounded.shape).astype(np.float64) * self.grid
+        return rounded + noise
+
+
+class NoiseStream:
+    """Integer noise drawn in blocks and handed out in order: i.i.d., so the law is unchanged.
+
+    For mechanisms whose one charge covers every draw (a tree's horizon): create
+    it only after the charge. ``take(n)`` returns the next n draws.
+    """
+
+    def __init__(self, lattice: GaussianLattice, rng: np.random.Generator, block: int = 4096) -> None:
+        self.lattice, self.rng, self.block = lattice, rng, int(block)
+        self._buffer = np.zeros(0, dtype=np.int64)
+        self._at = 0
+
+    def take(self, count: int) -> np.ndarray:
+        if self._at + count > self._buffer.size:
+            rest = self._buffer[self._at:]
+            fresh = self.lattice.integers(self.rng, max(self.block, count))
+            self._buffer, self._at = np.concatenate((rest, fresh)), 0
+        out = self._buffer[self._at: self._at + count]
+        self._at += count
+        return out
