@@ -50,7 +50,9 @@ def test_cumulative_count_releases_the_fresh_sum_over_the_cumulative_count(monke
     monkeypatch.setattr(se.LaplaceMechanism, "release", spy)
     mu = (0.95, 0.9, 0.9, 0.9, 0.5)
     for mean in DPSE.MEANS:
-        DPSE(mu, 1e-3, 0.01, mean=mean).run(1, np.random.default_rng(3))
+        # Seed 4: under the float-safe (discrete Laplace) noise stream, seed 3's cumulative run
+        # drops a second arm by epoch 3, so the active sets (this test's premise) differ.
+        DPSE(mu, 1e-3, 0.01, mean=mean).run(1, np.random.default_rng(4))
     fresh, cum = seen["DP-SE epoch sums (fresh)"], seen["DP-SE epoch sums (cumulative-count)"]
     alg = DPSE(mu, 1e-3, 0.01)
     n_e = 0
