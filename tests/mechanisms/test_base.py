@@ -56,7 +56,7 @@ CASES = {
                       ("sigma", "cost", "horizon", "column_norm_squared", "coefficients", "receipt"), 3),
     "geometric": (lambda: GeometricBatchMean(_account("pure"), 2, 1.0, _rng()),
                   lambda m: m.observe(np.array([1, 0]), np.array([1.0, 0.0]))[0][2],
-                  ("epsilon", "scale", "eta", "points", "accounts", "sensitivity", "relation", "forget"), 1),
+                  ("epsilon", "scale", "eta", "refresh", "accounts", "sensitivity", "relation", "forget"), 1),
     "bitsum": (lambda: ShuffleBitSum(_account("approx"), 50, _rng(), epsilon=1.0, delta=1e-6),
                lambda m: m.release(np.zeros(50, dtype=int)), ("gamma", "epsilon", "delta", "n_users", "account"), 1),
     "vector": (lambda: ShuffleVectorSum(_account("approx"), 50, (2,), 1.0, _rng(), epsilon=1.0, delta=1e-6),
