@@ -146,9 +146,10 @@ def test_fully_coupled_neighbours_show_every_later_user_the_same_theta_o():
 
 def test_criterion_two_switch_times_do_not_reveal_a_users_exploration():
     # A small λ_H makes H grow by the factor 2 every few rounds; the released H calls for a
-    # switch at round 18. Criterion II (Alg. 2, line 11) evaluated only in non-exploration
-    # rounds switches there in D' but later in D (user 18 explores), and later switches shift.
-    user, params = 18, RarelySwitchingParameters(**{**_params().as_dict(), "lam_h": 1e-3,
+    # switch at round 14 (with the float-safe discrete tree noise; it was round 18 with the old
+    # float noise stream). Criterion II (Alg. 2, line 11) evaluated only in non-exploration
+    # rounds switches there in D' but later in D (user 14 explores), and later switches shift.
+    user, params = 14, RarelySwitchingParameters(**{**_params().as_dict(), "lam_h": 1e-3,
                                                       "floor_h": paper_floor(D, 1e-3)})
     logs: dict[str, list] = {}
     d = _run(False, logs, couple_dpsgd=False, params=params, user=user, short=0.6)
