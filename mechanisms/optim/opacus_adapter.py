@@ -1,0 +1,114 @@
+"""Charge a user's opacus training to a ledger account before it starts, and stop it at the plan.
+
+opacus's ``PrivacyEngine.make_private`` turns an optimizer into a ``DPOptimizer``
+that, at every step, clips per-sample gradients to C and adds N(0, (zC)²) to
+their sum, on Poisson-sampled batches (rate q) by default. opacus (and its
+accountants) assume add/remove neighbours, for which the clipped sum has
+sensitivity C; T such steps are then dp-accounting's
+
+    SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(z)), T)
+
+(Abadi et al. 2016; Mironov, Talwar & Zhang 2019 for its RDP). :func:`charge_training`
+charges that event — the whole planned run — with
+:meth:`accounting.ledger.Account.charge_event` (``relation="add_remove"``) and
+then guards the optimizer: its ``add_noise`` raises *before* drawing the
+(T + 1)-th noise, so a step past the plan never runs. In a replace-one ledger
+the event is restated or refused by the account (``docs/accounting.md``).
+
+The guard counts noise draws, which is what opacus's own accountant counts
+(one per ``step`` that is not skipped for gradient accumulation).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import dp_accounting
+
+__all__ = ["PlanExhausted", "TrainingCharge", "charge_training", "training_event"]
+
+
+class PlanExhausted(RuntimeError):
+    """The optimizer tried a noisy step beyond the steps charged; nothing was drawn."""
+
+
+def training_event(sample_rate: float, noise_multiplier: float, steps: int) -> dp_accounting.DpEvent:
+    """The dp-accounting event of ``steps`` Poisson-sampled Gaussian steps (add/remove, z = σ/C)."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    if not 0 < float(sample_rate) <= 1:
+        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}")
+    if not float(noise_multiplier) > 0:
+        raise ValueError(f"noise_multiplier must be > 0, got {noise_multiplier!r}")
+    step = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+    if float(sample_rate) < 1:
+        step = dp_accounting.PoissonSampledDpEvent(float(sample_rate), step)
+    return dp_accounting.SelfComposedDpEvent(step, int(steps))
+
+
+@dataclass
+class TrainingCharge:
+    """The receipt of a charged training run and its step counter."""
+
+    receipt: object
+    event: dp_accounting.DpEvent
+    steps: int
+    taken: int = 0
+
+    @property
+    def remaining(self) -> int:
+        """Noisy steps still allowed by the charge."""
+        return self.steps - self.taken
+
+
+def charge_training(account: object, optimizer: object, *, sample_rate: float, steps: int,
+                    delta: float | None = None, mechanism: str = "opacus DP-SGD", note: str = "") -> TrainingCharge:
+    """Charge ``steps`` noisy steps of an opacus ``DPOptimizer`` to ``account``, then cap it at ``steps``.
+
+    Parameters
+    ----------
+    account : accounting.Account or accounting.Ledger
+        Pays the whole run now (``charge_event``): an rdp account (RDP curve),
+        an approx account (PLD ε at ``delta``), or a gdp / zcdp account when
+        ``sample_rate == 1`` (full batch).
+    optimizer : opacus.optimizers.DPOptimizer
+        From ``PrivacyEngine.make_private``; its ``noise_multiplier`` is read.
+    sample_rate : float in (0, 1]
+        Poisson rate q (opacus's ``data_loader.sample_rate``, 1/len(loader)).
+    steps : int
+        Planned noisy steps (e.g. epochs × len(data_loader)).
+    delta : float, optional
+        Required by an approx account, refused by others.
+
+    Raises
+    ------
+    accounting.BudgetExceeded
+        The run does not fit; the optimizer is left unguarded and untouched.
+    """
+    from opacus.optimizers import DPOptimizer
+
+    if not isinstance(optimizer, DPOptimizer):
+        raise TypeError(f"optimizer must be an opacus DPOptimizer (from make_private), got {type(optimizer).__name__}")
+    if getattr(optimizer, "_dpglm_guarded", False):
+        raise ValueError("optimizer is already charged and guarded by charge_training")
+    event = training_event(sample_rate, optimizer.noise_multiplier, steps)
+    receipt = account.charge_event(event, mechanism=mechanism, relation="add_remove", delta=delta,
+                                   note=f"opacus: q={sample_rate!r}, z={optimizer.noise_multiplier!r}, "
+                                        f"C={optimizer.max_grad_norm!r}, {steps} steps. {note}".strip())
+    charge = TrainingCharge(receipt, event, int(steps))
+    add_noise = optimizer.add_noise
+
+    def guarded_add_noise() -> None:
+        if charge.taken >= charge.steps:
+            raise PlanExhausted(f"noisy step {charge.taken + 1} is past the {charge.steps} steps charged")
+        if optimizer.noise_multiplier != charge_noise:
+            raise PlanExhausted(f"noise_multiplier changed from the charged {charge_noise!r} to "
+                                f"{optimizer.noise_multiplier!r}")
+        charge.taken += 1
+        add_noise()
+
+    charge_noise = optimizer.noise_multiplier
+    optimizer.add_noise = guarded_add_noise
+    optimizer._dpglm_guarded = True
+    return charge
