@@ -163,3 +163,20 @@ def test_sampling_rule_options():
         DPTopTwo(mu, 0.1, 0.01, forced_exploration="linear")
     with pytest.raises(ValueError, match="challenger_counts"):
         DPTopTwo(mu, 0.1, 0.01, challenger_counts="N")
+
+
+def test_adap_tt_star_challenger_cost_by_hand():
+    """W^{G,ε} = Δ₊ min(3ε, Δ₊)/(2σ²(1/N_B + 1/N_a)), σ = 1/2, plus log N_a; slope vs a finite difference."""
+    alg = AdaPTTStar((0.7, 0.5, 0.45), 0.01, 0.1)
+    m = np.array([[0.7, 0.5, 0.72]])
+    n = np.array([[100.0, 40.0, 30.0]])
+    key, slope = alg._challenger_keys(m, n, np.array([0]), np.array([170]))
+    harm = lambda na: 1 / (1 / 100 + 1 / na)  # noqa: E731
+    # arm 1: gap 0.2 ≥ 3ε = 0.03 (linear regime); arm 2: negative gap, cost 0
+    assert key[0, 1] == pytest.approx(0.2 * 0.03 / 0.5 * harm(40) + np.log(40))
+    assert key[0, 2] == pytest.approx(np.log(30))
+    big = AdaPTTStar((0.7, 0.5, 0.45), 1.0, 0.1)._challenger_keys(m, n, np.array([0]), np.array([170]))[0]
+    assert big[0, 1] == pytest.approx(0.2**2 / 0.5 * harm(40) + np.log(40))  # gap < 3ε: Gaussian regime
+    h = 1e-4
+    fd = (alg._challenger_keys(m, n + np.array([[0, h, 0]]), np.array([0]), np.array([170]))[0][0, 1] - key[0, 1]) / h
+    assert slope[0, 1] == pytest.approx(fd, rel=1e-4)
