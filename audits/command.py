@@ -84,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
     args.engine = engine.engine
     os.makedirs(args.out, exist_ok=True)
     tasks = [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)]
-    with engine_session(engine):
+    with engine_session(engine) as running:
         rows, failures, elapsed = _run_tasks(tasks, args)
+        print(running.summary(), file=sys.stderr)
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as handle:
         handle.write(strict_json({"rows": rows, "seconds": elapsed, "quick": args.quick}, indent=2))
     with open(os.path.join(args.out, "summary.csv"), "w", newline="", encoding="utf-8") as handle:

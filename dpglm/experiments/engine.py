@@ -96,11 +96,6 @@ class EngineSpec:
         if self.scheduler_file is not None and not os.path.isfile(self.scheduler_file):
             raise ValueError(f"scheduler_file {self.scheduler_file!r} does not exist")
 
-    @property
-    def workers(self) -> int:
-        """Parallel slots the engine offers (for chunking); an external cluster counts as ``jobs``."""
-        return self.jobs
-
 
 def _call(function: Callable[[Any], Any], task: Any) -> tuple[Any, int]:
     """Run one task in a worker: pinned threads, result and the worker's process id."""
@@ -126,6 +121,24 @@ class Engine:
     _pool: Any = None
     _client: Any = None
     _cluster: Any = None
+
+    @property
+    def workers(self) -> int:
+        """Parallel slots: ``jobs`` locally, the cluster's total worker threads on dask."""
+        if self.spec.engine == "local":
+            return self.spec.jobs
+        return max(1, sum(self._dask_client().nthreads().values()))
+
+    def summary(self) -> str:
+        """One line: where the work ran, in how many processes, and what failed."""
+        spec = self.spec
+        where = spec.address or (f"scheduler file {spec.scheduler_file}" if spec.scheduler_file else None)
+        if spec.engine == "local":
+            place = "this process" if spec.jobs == 1 else f"{spec.jobs} local worker processes"
+        else:
+            place = f"dask at {where}" if where else f"a local dask cluster of {spec.jobs} workers"
+        failed = f"; {len(self.failures)} task(s) failed twice" if self.failures else ""
+        return f"engine: {place}; tasks ran in {len(self.pids)} process(es){failed}"
 
     # -- lifetime ----------------------------------------------------------------------------
     def __enter__(self) -> Self:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -322,9 +323,6 @@ def run_cells(
         if key in results and on_result is not None:
             on_result(by_key[key], *results[key])
     running = current_engine()
-    workers = running.spec.workers if running is not None else spec.workers
-    groups = group_tasks([estimated_seconds(c) for c in todo], workers)
-    tasks = [(function, [todo[i] for i in group]) for group in groups]
     bar = None
     if progress:
         from tqdm import tqdm
@@ -334,6 +332,8 @@ def run_cells(
     context = contextlib.nullcontext(running) if running is not None else Engine(spec)
     try:
         with context as active:
+            groups = group_tasks([estimated_seconds(c) for c in todo], active.workers) if todo else []
+            tasks = [(function, [todo[i] for i in group]) for group in groups]
             before = len(active.failures)
             for _, group_results in active.imap(_run_group, tasks):
                 for key, result in group_results:
@@ -353,6 +353,9 @@ def run_cells(
             for index, message in active.failures[before:]:
                 names = ", ".join(_cell_name(c) for c in tasks[index][1])
                 failures.append(f"{names}: {message}")
+            if path is not None:  # a command writing its table: say where the work ran
+                print(f"{desc}: {len(todo)} of {len(cells)} run(s) computed ({len(cells) - len(todo)} from the "
+                      f"manifest); {active.summary()}", file=sys.stderr)
     finally:
         if bar is not None:
             bar.close()
