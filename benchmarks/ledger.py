@@ -13,15 +13,19 @@ import tempfile
 import time
 from fractions import Fraction
 
-from accounting import ApproxDP, Ledger, ZCDP
+from accounting import GDP, ApproxDP, Ledger, ZCDP
 
 
-def charges_per_second(n_charges: int, journal: str | None, partitions: int) -> float:
-    """Time ``n_charges`` granted zCDP charges on the paper's optimizer account."""
+def charges_per_second(n_charges: int, journal: str | None, partitions: int, currency: str = "zcdp") -> float:
+    """Time ``n_charges`` granted charges on the paper's optimizer account in ``currency`` (zcdp, gdp, rdp)."""
     ledger = Ledger(ApproxDP(4, 0.02), journal=journal)
-    accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1}, currency={"tree": "zcdp", "optimizer": "zcdp"})
+    accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1}, currency={"tree": "zcdp", "optimizer": currency})
     optimizer = accounts["optimizer"]
-    cost = ZCDP(optimizer.budget.rho / Fraction(n_charges + 1))
+    if currency == "gdp":
+        cost = GDP.from_mu_squared(optimizer.budget.mu_squared / Fraction(n_charges + 1))
+    else:  # an rdp account prices ρ-zCDP at αρ on every order of its grid
+        rho = optimizer.budget.rho if currency == "zcdp" else optimizer.budget.epsilons[9] / 2  # ORDERS[9] = 2
+        cost = ZCDP(rho / Fraction(n_charges + 1))
     start = time.perf_counter()
     for k in range(n_charges):
         optimizer.charge(cost, mechanism="DPSGD", partition=(k % partitions) if partitions else None)
@@ -38,6 +42,8 @@ def main() -> None:
     rows = [
         ("in memory", args.memory, charges_per_second(args.memory, None, 0)),
         ("in memory, 16 partitions", args.memory, charges_per_second(args.memory, None, 16)),
+        ("in memory, gdp account", args.memory, charges_per_second(args.memory, None, 0, "gdp")),
+        ("in memory, rdp account (156 orders)", args.memory // 10, charges_per_second(args.memory // 10, None, 0, "rdp")),
     ]
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "bench.db")
