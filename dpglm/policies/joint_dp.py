@@ -411,8 +411,9 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         divided among them and later refits are refused.
     refits_o : int, optional
         Planned θ̂_o refits (default ``4d``).
-    engine : {"vectorised", "opacus"}
-        DP-SGD implementation (same noise and privacy; vectorised is faster).
+    optimizer_backend : {"vectorised", "opacus"}
+        DP-SGD implementation (same noise and privacy; vectorised is faster). Not
+        where work runs: that is the experiments' engine (docs/engine.md).
     tree_share, o_share, noise_term : float, optional
         ``tight`` only: the pool's tree share, θ̂_o's share of the refits, Criterion II's
         noise term (defaults :data:`~dpglm.policies.tight_plan.TREE_SHARE` etc.).
@@ -442,7 +443,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         lr: float | None = None,
         refits_tau: int | None = None,
         refits_o: int | None = None,
-        engine: str = "vectorised",
+        optimizer_backend: str = "vectorised",
         tree_share: float | None = None,
         o_share: float | None = None,
         noise_term: float | None = None,
@@ -459,8 +460,8 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         if preset == "tight":
             self._init_tight(
                 family, d, horizon, S, epsilon, delta, rng, params=params, clip=clip, steps=steps, lr=lr,
-                refits_tau=refits_tau, refits_o=refits_o, engine=engine, tree_share=tree_share, o_share=o_share,
-                noise_term=noise_term,
+                refits_tau=refits_tau, refits_o=refits_o, optimizer_backend=optimizer_backend, tree_share=tree_share,
+                o_share=o_share, noise_term=noise_term,
             )
             return
         steps = 20 if steps is None else steps
@@ -535,7 +536,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             refits_tau = planned_switches(params, horizon, sens_h / math.sqrt(2.0), d)
         loss = family.name
         estimator_tau = DPSGDEstimator(
-            DPSGD(opt["theta_tau"], loss, sgd_tau_rng, clip=clip, engine=engine),
+            DPSGD(opt["theta_tau"], loss, sgd_tau_rng, clip=clip, engine=optimizer_backend),
             opt["theta_tau"],
             refits_tau,
             steps=steps,
@@ -544,7 +545,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         )
         if self.exploration_possible:
             estimator_o: Any = DPSGDEstimator(
-                DPSGD(opt["theta_o"], loss, sgd_o_rng, clip=clip, engine=engine),
+                DPSGD(opt["theta_o"], loss, sgd_o_rng, clip=clip, engine=optimizer_backend),
                 opt["theta_o"],
                 refits_o,
                 steps=steps,
@@ -567,7 +568,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
     def _init_tight(self, family: GLMFamily, d: int, horizon: int, S: float, epsilon: float, delta: float,
                     rng: np.random.Generator, *, params: RarelySwitchingParameters | None, clip: float,
                     steps: int | None, lr: float | None, refits_tau: int | None, refits_o: int | None,
-                    engine: str, tree_share: float | None, o_share: float | None,
+                    optimizer_backend: str, tree_share: float | None, o_share: float | None,
                     noise_term: float | None) -> None:
         """``preset="tight"``: every Gaussian release on one pool (:mod:`dpglm.policies.tight_plan`)."""
         from mechanisms.optim import DPSGD
@@ -628,14 +629,14 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         design_v: Any = TreeDesign(v_tree, params.lam) if v_tree is not None else ExactDesign(d, params.lam)
         design_h = TreeDesign(h_tree, params.lam_h)
         estimator_tau = DPSGDEstimator(
-            DPSGD(pool, family.name, sgd_tau_rng, clip=clip, engine=engine), pool, refits_tau, steps=steps, lr=lr,
+            DPSGD(pool, family.name, sgd_tau_rng, clip=clip, engine=optimizer_backend), pool, refits_tau, steps=steps, lr=lr,
             lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_tau),
             preconditioner=newton_metric(design_h, params.floor_h, math.e),
         )
         estimator_o: Any = _NeverCalled()
         if plan.exploration:
             estimator_o = DPSGDEstimator(
-                DPSGD(pool, family.name, sgd_o_rng, clip=clip, engine=engine), pool, refits_o, steps=steps, lr=lr,
+                DPSGD(pool, family.name, sgd_o_rng, clip=clip, engine=optimizer_backend), pool, refits_o, steps=steps, lr=lr,
                 lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_o),
                 preconditioner=newton_metric(design_v, params.floor_v, 1.0 / kappa_star_bound(family, S)),
             )
