@@ -420,6 +420,17 @@ class ShufflePGDEstimator:
     δ/(2·iterations) and ε₀ the largest whose PLD composition meets (ε, δ); start at
     the previous estimate (public: a release) or 0.
 
+    Convergence (``precondition=True``, default). The mean objective's Hessian is
+    ``(1/n)Σ μ̇(⟨x, θ⟩) x xᵀ + λ/n``, whose condition number (up to κ·d) made plain P_GD
+    with the subgradient step ``2S/(L√T)`` stop far from the MLE (0.85–1.5 at
+    ε = 2·10⁴ after 300 iterations). The batch's released design matrix ``D`` (V with
+    unit leaves in the warm-up batch, ``H_k`` with leaves ``μ̇(⟨x, θ_w⟩)/β`` after it) is
+    public once released, so P_GD is run preconditioned by ``M = n·(cD)⁻¹`` (c = max μ̇
+    for unit leaves, so ``M^{1/2}∇²M^{1/2} ⪯ I``; c = 1 for H_k, whose leaves carry μ̇),
+    step η = 1 (Newton-like), warm-started at the previous batch's estimate, and the
+    output is the average of the second half of the iterates (the first half converges,
+    the second averages the summation noise). Post-processing: privacy is unchanged.
+
     Parameters
     ----------
     family : GLMFamily
@@ -431,7 +442,8 @@ class ShufflePGDEstimator:
     """
 
     def __init__(self, family: GLMFamily, lam: float, radius: float, account, rng: np.random.Generator, *,
-                 max_iterations: int = 300) -> None:
+                 max_iterations: int = 300, precondition: bool = True) -> None:
+        self.uses_design = bool(precondition)
         budget = account.budget
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"account must hold an ApproxDP budget, got {type(budget).__name__}")
@@ -441,7 +453,8 @@ class ShufflePGDEstimator:
         self.releases: dict[int, Any] = {}
         self._last: np.ndarray | None = None
 
-    def fit(self, X: np.ndarray, y: np.ndarray, batch: int) -> np.ndarray | None:
+    def fit(self, X: np.ndarray, y: np.ndarray, batch: int, *, design: np.ndarray | None = None,
+            unit_leaves: bool = False) -> np.ndarray | None:
         from mechanisms.optim.shuffle_pgd import ShufflePGD
 
         n, d = X.shape
@@ -458,9 +471,15 @@ class ShufflePGDEstimator:
         round_epsilon = _round_epsilon(self.epsilon, self.delta, iterations, round_delta)
         pgd = ShufflePGD(self.account, gradient, self.rng,
                          clip=float(family.reward_bound) + lam_n * self.radius, radius=self.radius)
+        options: dict[str, Any] = {}
+        if design is not None:
+            curvature = float(np.max(family.dmu(np.linspace(-self.radius, self.radius, 20001)))) if unit_leaves else 1.0
+            w, q = np.linalg.eigh(0.5 * (design + design.T))
+            w = curvature * np.maximum(w, self.lam)
+            options = {"preconditioner": n * ((q / w) @ q.T), "lr": 1.0, "average": "suffix"}
         try:
             release = pgd.fit(X, y, iterations=iterations, round_epsilon=round_epsilon, round_delta=round_delta,
-                              delta=self.delta, theta0=self._last, partition=batch_partition(batch))
+                              delta=self.delta, theta0=self._last, partition=batch_partition(batch), **options)
         except BudgetExceeded:
             return None
         self.releases[batch] = release
@@ -616,7 +635,12 @@ class BatchedGLMBandit(Policy):
         leaf_weights = np.ones(len(X)) if warm else np.array(self._w)
         bound = 1.0 if warm else self.leaf_bound
         matrix = self.design_sum.matrix(leaf_weights[:, None, None] * np.einsum("ni,nj->nij", X, X), self.batch, bound)
-        theta = None if matrix is None else self.estimator.fit(X, y, self.batch)
+        theta = None
+        if matrix is not None:
+            if getattr(self.estimator, "uses_design", False):  # the batch's release, a public preconditioner
+                theta = self.estimator.fit(X, y, self.batch, design=matrix, unit_leaves=warm)
+            else:
+                theta = self.estimator.fit(X, y, self.batch)
         if matrix is None or theta is None:
             self.counts["refused"] += 1
             return

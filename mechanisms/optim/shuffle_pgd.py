@@ -36,7 +36,7 @@ from dp_accounting.pld import common as dp_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import ApproxDP
-from mechanisms.optim.projection import BallProjection
+from mechanisms.optim.projection import BallProjection, MetricProjection
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
@@ -181,6 +181,8 @@ class ShufflePGD(Mechanism):
         levels: int | None = None,
         method: str = "counts",
         partition: str | None = None,
+        preconditioner: np.ndarray | None = None,
+        average: str = "all",
     ) -> Release:
         """Run P_GD on ``(X, y)``; the average iterate as a :class:`~mechanisms.Release`.
 
@@ -207,6 +209,17 @@ class ShufflePGD(Mechanism):
         partition : str, optional
             Passed to the charge: runs on disjoint users under different keys compose
             by max in the ledger.
+        preconditioner : numpy.ndarray of shape (d, d), optional
+            A public symmetric positive definite M (e.g. ``n`` times the inverse of a
+            released design matrix): steps ``θ ← Π_M(θ − ηMĝ)`` with the projection in the
+            M⁻¹-norm (:class:`~mechanisms.optim.MetricProjection`), i.e. projected gradient
+            descent in the coordinates M^{-1/2}θ. Post-processing of the noisy sums: the
+            privacy analysis is unchanged.
+        average : {"all", "suffix", "last"}
+            Output the average of all iterates at which gradients were taken (the
+            subgradient-method guarantee, default), of the second half of them (suffix
+            averaging: the linear convergence of a well-conditioned smooth objective is
+            kept while the noise of the last half is averaged), or the last iterate.
         """
         X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -227,6 +240,10 @@ class ShufflePGD(Mechanism):
         levels = default_levels(n, d) if levels is None else _positive_int("levels", levels)
         if method not in ("counts", "messages"):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
+        if average not in ("all", "suffix", "last"):
+            raise ValueError(f"average must be 'all', 'suffix' or 'last', got {average!r}")
+        projection = self.projection if preconditioner is None else MetricProjection(self.projection, preconditioner)
+        metric = None if preconditioner is None else projection.M
         total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
         noise_bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
         charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
@@ -241,8 +258,10 @@ class ShufflePGD(Mechanism):
             ),
         )
         iterate_sum = np.zeros(d)
-        for _ in range(iterations):
-            iterate_sum += theta
+        first_kept = {"all": 0, "suffix": iterations // 2, "last": iterations}[average]
+        for it in range(iterations):
+            if it >= first_kept:
+                iterate_sum += theta
             grads = np.asarray(self.per_sample_gradient(theta, X, y), dtype=float)
             if grads.shape != (n, d) or not np.all(np.isfinite(grads)):
                 raise ValueError(f"per_sample_gradient must return a finite array of shape ({n}, {d}), got {grads.shape}")
@@ -250,5 +269,8 @@ class ShufflePGD(Mechanism):
             clipped = grads * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
             clipped = np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
             g_hat = run_vector_summation(clipped, self.clip, levels, noise_bits, self.rng, method=method) / n
-            theta = self.projection(theta - eta * g_hat)
-        return self._release(iterate_sum / iterations, receipt)
+            step = g_hat if metric is None else metric @ g_hat
+            theta = projection(theta - eta * step)
+        if average == "last":
+            return self._release(theta, receipt)
+        return self._release(iterate_sum / (iterations - first_kept), receipt)
