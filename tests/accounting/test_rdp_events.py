@@ -204,3 +204,27 @@ def test_exact_curves_of_other_costs_and_refusals():
         Ledger(ZCDP(1)).charge(ledger.root.spent, mechanism="r")
     assert float(ledger.guarantee(1e-5).eps) > 0
     np.testing.assert_array_less(-1e-300, [float(e) for e in ledger.root.remaining.epsilons])
+
+
+@pytest.mark.parametrize("rho", [0.01, 0.5])
+def test_zcdp_and_gdp_curves_equal_dp_accountings(rho):
+    orders = [float(o) for o in rdp.ORDERS]
+    zcdp = rdp_privacy_accountant.RdpAccountant(orders)
+    zcdp.compose(dp_accounting.ZCDpEvent(rho))
+    gaussian = rdp_privacy_accountant.RdpAccountant(orders)
+    gaussian.compose(dp_accounting.GaussianDpEvent(1 / np.sqrt(2 * rho)))  # μ = √(2ρ)
+    ledger = Ledger(RDP([1000 * o for o in rdp.ORDERS]))
+    ours_z = [float(e) for e in ledger.charge(ZCDP(rho), mechanism="z").charged.epsilons]
+    ours_g = [float(e) for e in ledger.charge(GDP(np.sqrt(2 * rho)), mechanism="g").charged.epsilons]
+    np.testing.assert_allclose(ours_z, zcdp._rdp, rtol=1e-12)
+    np.testing.assert_allclose(ours_g, gaussian._rdp, rtol=1e-9)
+
+
+def test_a_gaussian_event_in_a_gdp_pool_converts_like_the_pld():
+    delta = 1e-6
+    ledger = Ledger(ApproxDP(20, delta), relation="add_remove")
+    pool = ledger.split({"g": 1}, currency={"g": "gdp"})["g"]
+    gauss = dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(1.5),
+                                           dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(3.0), 4)])
+    pool.charge_event(gauss, mechanism="g", relation="add_remove")
+    assert float(ledger.guarantee().eps) == pytest.approx(pld_epsilon(gauss, delta), rel=2e-3)
