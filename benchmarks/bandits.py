@@ -1,4 +1,4 @@
-"""Seconds per T = 5000 run of every Table 2 algorithm, beside the paper's own code.
+"""Seconds per T = 5000 run of every Table 2 algorithm (dpglm alone).
 
     python -m benchmarks.bandits [--seeds 2] [--horizon 5000] [--S 2.5 ...] [--repeat 1]
 
@@ -6,8 +6,8 @@ One sweep cell per (algorithm, S, seed) on the paper's Table 2 instance (probit,
 K = 20, δ = 0.02), run in-process one after another (no pool), so the CPU seconds are
 the policy's own. The machine is shared: ``--repeat N`` runs every cell N times and keeps
 its smallest CPU time (other jobs only ever add time); the table shows the mean over
-seeds and S of that minimum. The paper's code, measured on these machines (REFERENCES.md / issue 4):
-Private-GLM 194–243 s, GLM-UCB 80–135 s, GLOC 8–12 s, RS-GLinUCB 3–12 s per run.
+seeds and S of that minimum. Against the paper's own code, measured side by side in
+one run, see ``python -m benchmarks.compare_reference --reference DIR``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,6 @@ import argparse
 import time
 
 from dpglm.experiments.sweep import Instance, Sweep, run_cell
-
-PAPER_CODE_SECONDS = {  # per run, the paper's code on these machines (low, high)
-    "Private-GLM": (194.0, 243.0),
-    "GLM-UCB": (80.0, 135.0),
-    "GLOC": (8.0, 12.0),
-    "RS-GLinUCB": (3.0, 12.0),
-}
 
 
 def main() -> int:
@@ -33,7 +26,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per cell; the smallest CPU time is kept (default 1)")
     parser.add_argument("--algorithms", nargs="+",
-                        default=["Private-GLM:calibrated", "Private-GLM:paper-simulation", "RS-GLinUCB",
+                        default=["Private-GLM", "Private-GLM:calibrated", "Private-GLM:paper-simulation", "RS-GLinUCB",
                                  "GLOC", "GLM-UCB"])
     args = parser.parse_args()
     if args.repeat < 1:
@@ -55,17 +48,14 @@ def main() -> int:
     S_text = ", ".join(f"{S:g}" for S in args.S)
     print(f"probit d=3 K=20 T={args.horizon} S ∈ {{{S_text}}} δ=0.02, ε=4 for Private-GLM, "
           f"{args.seeds} seeds, min CPU of {args.repeat} repeat(s) per run")
-    head = f"{'algorithm':<30} {'cpu s/run':>9} {'wall s/run':>10} {'regret':>8} {'paper code s/run':>16} {'speed-up':>9}"
+    head = f"{'algorithm':<30} {'cpu s/run':>9} {'wall s/run':>10} {'regret':>8}"
     print(head)
     print("-" * len(head))
     for label, results in per_label.items():
         cpu = sum(r[0] for r in results) / len(results)
         wall = sum(r[1] for r in results) / len(results)
         regret = sum(r[2] for r in results) / len(results)
-        paper = PAPER_CODE_SECONDS.get(label.split(":")[0])
-        paper_text = f"{paper[0]:.0f}–{paper[1]:.0f}" if paper else "-"
-        speed = f"{paper[0] / cpu:.0f}×" if paper else "-"
-        print(f"{label:<30} {cpu:>9.2f} {wall:>10.2f} {regret:>8.1f} {paper_text:>16} {speed:>9}")
+        print(f"{label:<30} {cpu:>9.2f} {wall:>10.2f} {regret:>8.1f}")
     return 0
 
 
