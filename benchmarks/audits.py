@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.audits [--runs N]``. For each audit it times
 pays for imports and calibration), and the certification of one result
 (Clopper–Pearson and Gaussian-DP bounds, threshold search over 400 candidates),
 and the policy runs per second of the bandit first-switch game (in process and
-over two joblib workers, whose start-up is timed separately).
+over two worker processes, whose start-up is timed separately).
 CPU time is reported beside wall time: the machine is shared.
 """
 
@@ -44,7 +44,7 @@ def _builders(runs: int) -> list[tuple[str, object, int]]:
 
 
 def _bandit_table(runs: int) -> None:
-    """Policy runs per second of the bandit first-switch game: in process, then 2 joblib workers.
+    """Policy runs per second of the bandit first-switch game: in process, then 2 worker processes.
 
     The first parallel call pays for starting the workers (each imports dpglm, torch and
     opacus); it is timed on its own, the steady state on a second call.
@@ -53,20 +53,27 @@ def _bandit_table(runs: int) -> None:
 
     print()
     print(f"{'bandit first-switch game (policy runs)':<42} {'runs/side':>10} {'wall s':>8} {'runs/s (wall)':>14}")
-    for epsilon in (1.0, 4.0):
-        audit = BanditSwitchAudit(epsilon)
-        setups = [("in process", 1), ("2 workers", 2)]
-        if epsilon == 1.0:  # the worker pool is started once, then reused
-            setups.insert(1, ("2 workers, first call", 2))
-        for label, jobs in setups:
-            audit.n_jobs = jobs
-            rng = np.random.default_rng(3)
-            wall = time.perf_counter()
-            audit.sample(0, runs, rng)
-            audit.sample(1, runs, rng)
-            wall = time.perf_counter() - wall
-            name = f"eps={epsilon:g} T={audit.horizon}, {label}"
-            print(f"{name:<42} {runs:>10} {wall:>8.2f} {2 * runs / wall:>14,.1f}")
+    from audits.engine import engine_session
+
+    with engine_session("local", 2):  # one pool of 2 workers for the whole table, stopped at the end
+        for epsilon in (1.0, 4.0):
+            audit = BanditSwitchAudit(epsilon)
+            setups = [("in process", 1), ("2 workers", 2)]
+            if epsilon == 1.0:  # the worker pool is started once, then reused
+                setups.insert(1, ("2 workers, first call", 2))
+            for label, jobs in setups:
+                rng = np.random.default_rng(3)
+                wall = time.perf_counter()
+                if jobs == 1:
+                    with engine_session("local", 1):  # the innermost session serves the chunks
+                        audit.sample(0, runs, rng)
+                        audit.sample(1, runs, rng)
+                else:
+                    audit.sample(0, runs, rng)
+                    audit.sample(1, runs, rng)
+                wall = time.perf_counter() - wall
+                name = f"eps={epsilon:g} T={audit.horizon}, {label}"
+                print(f"{name:<42} {runs:>10} {wall:>8.2f} {2 * runs / wall:>14,.1f}")
 
 
 def main() -> None:

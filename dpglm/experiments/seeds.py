@@ -5,7 +5,7 @@ Every cell of a sweep draws its randomness from
 hash of what the cell *is* (its algorithm, instance, ε, seed index, …), never its
 position in a grid. So adding, removing or reordering cells changes no other
 cell's numbers, and a cell gives the same numbers wherever and in whatever order
-it runs (serial, joblib, dask; docs/engine.md, "seeds").
+it runs (serial, worker processes, dask; docs/engine.md, "seeds").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The execution seam: local runs chunks in order (in process or joblib workers) with the same
+"""The execution seam: local runs chunks in order (in process or worker processes) with the same
 numbers; dask, when missing, fails naming what to install."""
 
 import operator
@@ -95,7 +95,7 @@ def test_an_audit_is_pickled_as_its_recipe_without_its_ledger(build, ledgers_unp
     np.testing.assert_array_equal(copy.scores(1, 50, np.random.default_rng(3)),
                                   audit.scores(1, 50, np.random.default_rng(3)))
     assert copy.claim() == audit.claim()
-    # Several chunks over two joblib workers: the numbers of the in-process chunks.
+    # Several chunks over two worker processes: the numbers of the in-process chunks.
     sizes = [40, 40, 20]
     expected = np.concatenate([audit.scores(0, n, g).reshape(n, -1)
                                for n, g in zip(sizes, np.random.default_rng(4).spawn(3))])
