@@ -345,13 +345,20 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, jobs: int = 2) -> N
 
 
 def engine_from_args(args: argparse.Namespace) -> EngineSpec:
-    """The :class:`EngineSpec` of parsed :func:`add_engine_arguments` flags (``--address`` implies dask)."""
-    engine = args.engine
-    if args.address is not None or args.scheduler_file is not None:
+    """The :class:`EngineSpec` of parsed :func:`add_engine_arguments` flags.
+
+    ``--address`` or ``--scheduler-file`` implies dask; ``--engine dask`` without
+    either joins ``DASK_SCHEDULER_ADDRESS`` when that is set, else starts a local
+    cluster of ``--jobs`` workers.
+    """
+    engine, address = args.engine, args.address
+    if engine == "dask" and address is None and args.scheduler_file is None:
+        address = os.environ.get("DASK_SCHEDULER_ADDRESS") or None  # dask's own convention
+    if address is not None or args.scheduler_file is not None:
         engine = "dask"
     if isinstance(args.jobs, bool) or args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    spec = EngineSpec(engine, args.jobs, args.address, args.scheduler_file)
+    spec = EngineSpec(engine, args.jobs, address, args.scheduler_file)
     require_engine(spec.engine)
     return spec
 

@@ -119,3 +119,21 @@ def test_strict_json_and_parquet_with_the_same_columns(tmp_path):
     assert list(back[0]) == list(COLUMNS) and "horizon" in COLUMNS and "T" not in COLUMNS
     csv_rows = (run_sweep(SWEEP, tmp_path / "t.csv", progress=False), read_results(tmp_path / "t.csv"))[1]
     assert _strip(back) == _strip(rows) and _strip(csv_rows) == _strip(rows)
+
+
+def test_flags_choose_the_engine(monkeypatch, tmp_path):
+    import argparse
+
+    from dpglm.experiments.engine import add_engine_arguments, engine_from_args
+
+    parser = argparse.ArgumentParser()
+    add_engine_arguments(parser)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    assert engine_from_args(parser.parse_args([])) == EngineSpec("local", 2)
+    pytest.importorskip("dask.distributed")
+    assert engine_from_args(parser.parse_args(["--address", "tcp://127.0.0.1:8786"])) == \
+        EngineSpec("dask", 2, address="tcp://127.0.0.1:8786")
+    assert engine_from_args(parser.parse_args(["--engine", "dask", "--jobs", "3"])) == EngineSpec("dask", 3)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://10.0.0.1:8786")  # dask's convention is honoured
+    assert engine_from_args(parser.parse_args(["--engine", "dask"])).address == "tcp://10.0.0.1:8786"
+    assert engine_from_args(parser.parse_args([])).engine == "local"  # but never turns local into dask
