@@ -33,6 +33,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 __all__ = [
+    "ceiling_from_tails",
     "clopper_pearson_upper",
     "epsilon_from_rates",
     "epsilon_lower_bound",
@@ -309,3 +310,28 @@ def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *,
         else:
             high = middle
     return low
+
+
+def ceiling_from_tails(null_tail: np.ndarray, alternative_tail: np.ndarray, runs: int, *, delta: float = 0.0,
+                       confidence: float = 0.95) -> tuple[float, int]:
+    """(bound, index): the best Clopper–Pearson bound of a test "score ≥ cᵢ" at its expected counts.
+
+    ``null_tail[i] = P₀[score ≥ cᵢ]`` and ``alternative_tail[i] = P₁[score ≥ cᵢ]`` for
+    candidate thresholds cᵢ; with ``runs`` per side the expected false positives are
+    ``runs·null_tail[i]`` and false negatives ``runs·(1 − alternative_tail[i])``
+    (rounded), turned into :func:`epsilon_lower_bound`. The maximum over i is what
+    that family of tests typically certifies at this run count — the ceiling an
+    audit of the pair is measured against — and i is the threshold to plan.
+    """
+    null_tail = np.clip(np.asarray(null_tail, dtype=float), 0.0, 1.0)
+    alternative_tail = np.clip(np.asarray(alternative_tail, dtype=float), 0.0, 1.0)
+    if null_tail.shape != alternative_tail.shape or null_tail.ndim != 1 or null_tail.size == 0:
+        raise ValueError("null_tail and alternative_tail must be 1-D arrays of the same, non-zero length")
+    best, index = 0.0, 0
+    for i, (p0, p1) in enumerate(zip(null_tail, alternative_tail)):
+        false_positives = round(runs * p0)
+        false_negatives = round(runs * (1.0 - p1))
+        bound = epsilon_lower_bound(false_positives, runs, false_negatives, runs, delta=delta, confidence=confidence)
+        if bound > best:
+            best, index = bound, i
+    return best, index

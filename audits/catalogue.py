@@ -70,40 +70,74 @@ def _laplace(mechanism_class: type | None, name: str) -> Callable[[float, bool],
     return build
 
 
-def _tree(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+def _tree(mechanism_class: type | str | None, name: str, *, shape: str = "vector",
+          factorization: bool = False) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.tree import TreeAudit
 
-        return TreeAudit(epsilon, DELTA, horizon=32 if quick else 128, mechanism_class=mechanism_class,
-                         name=name)
+        cls = _planted(mechanism_class) if isinstance(mechanism_class, str) else mechanism_class
+        if cls is None and factorization:
+            from mechanisms.factorization import SquareRootFactorizationMechanism as cls
+        # The joint-DP bandit's trees: 2×2 PSD leaves of Frobenius sensitivity √2 (its V-tree's).
+        sensitivity = 2**0.5 if shape == "matrix" else 1.0
+        return TreeAudit(epsilon, DELTA, horizon=32 if quick else 128, shape=shape, psd=True,
+                         sensitivity=sensitivity, mechanism_class=cls, name=name)
     return build
 
 
-def _geometric(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+def _geometric(mechanism_class: type | str | None, name: str, *, forget: bool = False) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.geometric import GeometricBatchAudit
 
-        return GeometricBatchAudit(epsilon, samples=8 if quick else 16, mechanism_class=mechanism_class,
+        cls = _planted(mechanism_class) if isinstance(mechanism_class, str) else mechanism_class
+        return GeometricBatchAudit(epsilon, samples=8 if quick else 16, arms=2, forget=forget, mechanism_class=cls,
                                    name=name)
     return build
 
 
-def _shuffle(planted: bool, name: str) -> Callable[[float, bool], Audit]:
+def _shuffle(planted: str | None, name: str, *, level: str = "messages") -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
-        from audits.shuffle import ShuffleBitSumAudit
+        from audits.shuffle import ShuffleBitSumAudit, ShuffleBitSumReleaseAudit
 
-        shuffler = None
-        if planted:
-            from audits.planted import identity_shuffler as shuffler
-        return ShuffleBitSumAudit(epsilon, DELTA, n_users=200 if quick else 1000, shuffler=shuffler, name=name)
+        n_users = 200 if quick else 1000
+        if level == "release":
+            return ShuffleBitSumReleaseAudit(epsilon, DELTA, n_users=n_users,
+                                             mechanism_class=None if planted is None else _planted(planted), name=name)
+        shuffler = cls = None
+        if planted == "identity_shuffler":
+            shuffler = _planted(planted)
+        elif planted is not None:
+            cls = _planted(planted)
+        return ShuffleBitSumAudit(epsilon, DELTA, n_users=n_users, shuffler=shuffler, mechanism_class=cls, name=name)
     return build
 
 
-def _dpsgd(mechanism_class: type | None, name: str) -> Callable[[float, bool], Audit]:
+def _shuffle_vector(planted: str | None, name: str, *, method: str = "counts") -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.shuffle_vector import ShuffleVectorSumAudit
+
+        return ShuffleVectorSumAudit(epsilon, DELTA, n_users=20 if quick else 50, d=2, method=method,
+                                     mechanism_class=None if planted is None else _planted(planted), name=name)
+    return build
+
+
+def _shuffle_pgd(planted: str | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.shuffle_vector import ShufflePGDAudit
+
+        return ShufflePGDAudit(epsilon, DELTA, n_users=20, iterations=2,
+                               mechanism_class=None if planted is None else _planted(planted), name=name)
+    return build
+
+
+def _dpsgd(mechanism_class: type | str | None, name: str, *, engine: str = "opacus") -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.dpsgd import DPSGDAudit
 
-        return DPSGDAudit(epsilon, DELTA, steps=5 if quick else 10, mechanism_class=mechanism_class, name=name)
+        cls = _planted(mechanism_class) if isinstance(mechanism_class, str) else mechanism_class
+        # The bandits' refits: vectorised engine, public normaliser.
+        return DPSGDAudit(epsilon, DELTA, steps=5 if quick else 10, engine=engine,
+                          normalizer=engine == "vectorised", mechanism_class=cls, name=name)
     return build
 
 
@@ -148,49 +182,91 @@ def _with_planted(factory: Callable[[type | None, str], Callable[[float, bool], 
     return build
 
 
+_REAL = "consistent"
+_BUG = "violated"
+_ONE = (1.0,)
+
 CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
-    AuditSpec("gaussian", _gaussian(None, "gaussian"), 100_000, 20_000, "consistent", EPSILONS,
-              "Gaussian mechanism, statistic 0 vs Δ, Gaussian-DP route"),
-    AuditSpec("laplace", _laplace(None, "laplace"), 100_000, 20_000, "consistent", EPSILONS,
-              "Laplace mechanism, statistic 0 vs Δ, Clopper–Pearson route"),
-    AuditSpec("tree", _tree(None, "tree"), 100_000, 20_000, "consistent", EPSILONS,
-              "binary tree, x₁ = ∓Δ/2, score Σⱼ y_{2^j}"),
-    AuditSpec("geometric", _geometric(None, "geometric"), 20_000, 3_000, "consistent", EPSILONS,
-              "geometric-batch Laplace mean, first reward changed, all releases observed"),
-    AuditSpec("shuffle", _shuffle(False, "shuffle"), 100_000, 20_000, "consistent", EPSILONS,
-              "shuffled bit sum, one bit flipped, count and position-0 statistics"),
-    AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, "consistent", EPSILONS,
-              "full-batch DP-SGD, Dirac gradient canary, last iterate"),
-    AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, "consistent", (1.0, 4.0),
-              "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
-    AuditSpec("bandit", _bandit_switch(None, "bandit"), 300, 40, "consistent", (1.0, 4.0),
-              "joint-DP bandit, round-1 neighbours, first-switch game: round of the first wide-arm play"),
-    AuditSpec("gaussian-one-run", _one_run(None, "gaussian-one-run"), 1, 1, "consistent", EPSILONS,
-              "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
+    # --- the real mechanisms, on the code paths the algorithms run -------------------------------
+    AuditSpec("gaussian", _gaussian(None, "gaussian"), 100_000, 20_000, _REAL, EPSILONS,
+          "Gaussian mechanism, statistic 0 vs Δ, Gaussian-DP route"),
+    AuditSpec("laplace", _laplace(None, "laplace"), 100_000, 20_000, _REAL, EPSILONS,
+          "Laplace mechanism, statistic 0 vs Δ, Clopper–Pearson route"),
+    AuditSpec("tree", _tree(None, "tree"), 100_000, 20_000, _REAL, EPSILONS,
+          "binary tree of vectors, x₁ = ∓Δ/2, score Σⱼ y_{2^j}"),
+    AuditSpec("tree-matrix", _tree(None, "tree-matrix", shape="matrix"), 50_000, 10_000, _REAL, EPSILONS,
+          "binary tree of 2×2 PSD leaves, (Z + Zᵀ)/2 node noise, as JointDPGLMBandit builds its trees"),
+    AuditSpec("factorization", _tree(None, "factorization", factorization=True), 100_000, 20_000, _REAL, EPSILONS,
+          "square-root factorization counter, x₁ = ∓Δ/2, score wᵀy (its likelihood ratio)"),
+    AuditSpec("geometric", _geometric(None, "geometric"), 10_000, 2_000, _REAL, EPSILONS,
+          "geometric-batch Laplace mean as DP-TT runs it (a ledger per run, 2 arms), first reward changed"),
+    AuditSpec("geometric-forget", _geometric(None, "geometric-forget", forget=True), 10_000, 2_000, _REAL, EPSILONS,
+          "geometric-batch Laplace mean as AdaP-TT runs it (forget=True: last batch only)"),
+    AuditSpec("shuffle", _shuffle(None, "shuffle"), 100_000, 20_000, _REAL, EPSILONS,
+          "shuffled bit sum at message level: one bit flipped, count and position-0 statistics"),
+    AuditSpec("shuffle-release", _shuffle(None, "shuffle-release", level="release"), 100_000, 20_000, _REAL, EPSILONS,
+          "shuffled bit sum through release() by its default method, count inverted from the release"),
+    AuditSpec("shuffle-vector", _shuffle_vector(None, "shuffle-vector"), 20_000, 3_000, _REAL, EPSILONS,
+          "shuffled vector sum of 2×2 symmetric leaves (the shuffle bandit's design sums), release() default method"),
+    AuditSpec("shuffle-pgd", _shuffle_pgd(None, "shuffle-pgd"), 10_000, 2_000, _REAL, EPSILONS,
+          "shuffle-private P_GD, Dirac gradient canary, T = 2, average iterate"),
+    AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, _REAL, EPSILONS,
+          "full-batch DP-SGD (opacus engine), Dirac gradient canary, last iterate"),
+    AuditSpec("dpsgd-vectorised", _dpsgd(None, "dpsgd-vectorised", engine="vectorised"), 100_000, 20_000, _REAL,
+          EPSILONS, "full-batch DP-SGD, the bandits' vectorised engine and public normaliser, Dirac canary"),
+    AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, _REAL, (1.0, 4.0),
+          "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
+    AuditSpec("bandit", _bandit_switch(None, "bandit"), 300, 40, _REAL, (1.0, 4.0),
+          "joint-DP bandit, round-1 neighbours, first-switch game: round of the first wide-arm play"),
+    AuditSpec("gaussian-one-run", _one_run(None, "gaussian-one-run"), 1, 1, _REAL, EPSILONS,
+          "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
+    # --- planted bugs: the charge unchanged, the noise halved (or the sensitivity doubled) --------
     AuditSpec("gaussian-one-run-halved-sensitivity",
-              _one_run("HalvedSensitivityGaussian", "gaussian-one-run-halved-sensitivity"), 1, 1, "violated",
-              (1.0,), "planted: Gaussian noise for Δ/2, audited in one release"),
-    AuditSpec("gaussian-halved-sensitivity", _with_planted(_gaussian, "HalvedSensitivityGaussian",
-                                                           "gaussian-halved-sensitivity"),
-              20_000, 5_000, "violated", (1.0,), "planted: Gaussian noise for Δ/2"),
-    AuditSpec("laplace-halved-sensitivity", _with_planted(_laplace, "HalvedSensitivityLaplace",
-                                                          "laplace-halved-sensitivity"),
-              20_000, 5_000, "violated", (1.0,), "planted: Laplace noise for Δ/2"),
-    AuditSpec("tree-depth-unscaled", _with_planted(_tree, "DepthUnscaledTree", "tree-depth-unscaled"),
-              20_000, 2_000, "violated", (1.0,), "planted: tree node noise not scaled by √L"),
-    AuditSpec("geometric-reused-sample", _with_planted(_geometric, "ReusedSampleGeometricMean",
-                                                       "geometric-reused-sample"),
-              5_000, 1_000, "violated", (1.0,), "planted: batch rewards reused in later batches"),
-    AuditSpec("shuffle-unshuffled", _shuffle(True, "shuffle-unshuffled"), 20_000, 2_000, "violated", (1.0,),
-              "planted: a shuffler that does not shuffle"),
-    AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, "violated", (4.0,),
-              "planted: the joint-DP bandit deciding from the exact Gram matrix"),
+          _one_run("HalvedSensitivityGaussian", "gaussian-one-run-halved-sensitivity"), 1, 1, _BUG, _ONE,
+          "planted: Gaussian noise for Δ/2, audited in one release"),
+    AuditSpec("gaussian-halved-sensitivity",
+          _with_planted(_gaussian, "HalvedSensitivityGaussian", "gaussian-halved-sensitivity"),
+          20_000, 5_000, _BUG, _ONE, "planted: Gaussian noise for Δ/2"),
+    AuditSpec("laplace-halved-sensitivity",
+          _with_planted(_laplace, "HalvedSensitivityLaplace", "laplace-halved-sensitivity"),
+          20_000, 5_000, _BUG, _ONE, "planted: Laplace noise for Δ/2"),
+    AuditSpec("tree-depth-unscaled", _tree("DepthUnscaledTree", "tree-depth-unscaled"), 20_000, 2_000, _BUG, _ONE,
+          "planted: tree node noise not scaled by √L"),
+    AuditSpec("tree-halved-noise", _tree("HalvedNoiseTree", "tree-halved-noise"), 20_000, 5_000, _BUG, _ONE,
+          "planted: vector tree charging ρ, node noise σ/2"),
+    AuditSpec("tree-matrix-halved-noise", _tree("HalvedNoiseTree", "tree-matrix-halved-noise", shape="matrix"),
+          20_000, 5_000, _BUG, _ONE, "planted: the bandit's matrix tree charging ρ, node noise σ/2"),
+    AuditSpec("factorization-halved-noise", _tree("HalvedNoiseFactorization", "factorization-halved-noise"),
+          20_000, 5_000, _BUG, _ONE, "planted: square-root factorization charging ρ, white noise σ/2"),
+    AuditSpec("geometric-reused-sample", _geometric("ReusedSampleGeometricMean", "geometric-reused-sample"),
+          5_000, 1_000, _BUG, _ONE, "planted: batch rewards reused in later batches"),
+    AuditSpec("geometric-halved-scale", _geometric("HalvedScaleGeometricMean", "geometric-halved-scale"),
+          5_000, 1_000, _BUG, _ONE, "planted: each batch charged ε, noised Lap(1/(2ε))"),
+    AuditSpec("shuffle-unshuffled", _shuffle("identity_shuffler", "shuffle-unshuffled"), 20_000, 2_000, _BUG, _ONE,
+          "planted: a shuffler that does not shuffle"),
+    AuditSpec("shuffle-quarter-gamma", _shuffle("QuarterGammaBitSum", "shuffle-quarter-gamma"), 20_000, 5_000, _BUG,
+          _ONE, "planted: bit sum charging (ε, δ), randomizing with γ/4 (message level)"),
+    AuditSpec("shuffle-release-quarter-gamma",
+          _shuffle("QuarterGammaBitSum", "shuffle-release-quarter-gamma", level="release"),
+          20_000, 5_000, _BUG, _ONE, "planted: bit sum charging (ε, δ), default method with γ/4"),
+    AuditSpec("shuffle-release-raw-sum",
+          _shuffle("NearlyNoiselessBitSum", "shuffle-release-raw-sum", level="release"),
+          5_000, 1_000, _BUG, _ONE, "planted: bit sum charging (ε, δ), default method releasing the raw sum"),
+    AuditSpec("shuffle-vector-quarter-bits", _shuffle_vector("QuarterNoiseBitsVectorSum", "shuffle-vector-quarter-bits"),
+          40_000, 20_000, _BUG, _ONE, "planted: vector sum charging (ε, δ) with a quarter of the noise bits (sd/2)"),
+    AuditSpec("shuffle-pgd-noiseless", _shuffle_pgd("NoiselessPGD", "shuffle-pgd-noiseless"),
+          2_000, 1_000, _BUG, _ONE, "planted: P_GD charging its rounds, each with one noise bit per user"),
+    AuditSpec("dpsgd-add-remove-noise", _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
+          20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (opacus) noise for sensitivity C, not 2C"),
+    AuditSpec("dpsgd-vectorised-add-remove-noise",
+          _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-vectorised-add-remove-noise", engine="vectorised"),
+          20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (vectorised engine) noise for sensitivity C, not 2C"),
+    AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, _BUG, (4.0,),
+          "planted: the joint-DP bandit deciding from the exact Gram matrix"),
     # n runs per side certify at most ln((1 - δ - p)/p), p = 1 - 0.025^(1/n): 2.3 at the quick 40
     # runs, 4.4 at 300; the planted policy is audited against ε = 1 so both sizes can refute it.
     AuditSpec("bandit-switch-exact-gram", _bandit_switch("ExactGramBandit", "bandit-switch-exact-gram"), 300, 40,
-              "violated", (1.0,), "planted: the joint-DP bandit deciding from the exact Gram matrix, first-switch game"),
-    AuditSpec("dpsgd-add-remove-noise", _with_planted(_dpsgd, "AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
-              20_000, 10_000, "violated", (1.0,), "planted: DP-SGD noise for sensitivity C, not 2C"),
+          _BUG, _ONE, "planted: the joint-DP bandit deciding from the exact Gram matrix, first-switch game"),
 )}
 
 

@@ -55,21 +55,26 @@ class DPSGDAudit(Audit):
     rows : int
         Data size n (one canary and n − 1 zero rows).
     engine : {"opacus", "vectorised"}
-        DP-SGD's engine.
+        DP-SGD's engine (the bandits use ``"vectorised"``, DPSGD's own default is ``"opacus"``).
     mechanism_class : type
         ``mechanisms.optim.dpsgd.DPSGD`` or a subclass (planted bugs).
+    cost : accounting.ZCDP, optional
+        Charge each fit exactly this cost instead of the one for ``epsilon`` (in-situ audits).
+    normalizer : bool
+        Fit with the public ``normalizer=rows`` (as the bandits' refits do) instead of
+        dividing by the batch size; the noise and the sensitivity are the same.
     """
 
     mechanism = "DPSGD"
     method = GAUSSIAN_DP
     statistics = ("last iterate along the canary",)
 
-    def __init__(self, epsilon: float, delta: float = 1e-5, *, steps: int = 10, rows: int = 8,
-                 engine: str = "opacus", mechanism_class: type | None = None, name: str = "dpsgd") -> None:
+    def __init__(self, epsilon: float | None = None, delta: float = 1e-5, *, steps: int = 10, rows: int = 8,
+                 engine: str = "opacus", mechanism_class: type | None = None, cost: object = None,
+                 normalizer: bool = False, name: str = "dpsgd") -> None:
         from accounting import ZCDP
         from mechanisms.optim.dpsgd import DPSGD
 
-        self.epsilon = _check_positive("epsilon", epsilon)
         self.delta = _check_delta(delta)
         for label, value in (("steps", steps), ("rows", rows)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1 + (label == "rows"):
@@ -77,18 +82,27 @@ class DPSGDAudit(Audit):
         self.steps, self.rows, self.engine = steps, rows, engine
         self.mechanism_class = DPSGD if mechanism_class is None else mechanism_class
         self.name = name
-        self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
+        if cost is None:
+            self.epsilon = _check_positive("epsilon", epsilon)
+            self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
+        elif isinstance(cost, ZCDP):
+            self.epsilon, self.rho = None, Fraction(cost.rho)
+        else:
+            raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
+        self.normalizer = bool(normalizer)
         self._zcdp = ZCDP
         self.chunk = 50_000
         self._single = self._optimiser(huge_budget_account("zcdp"), 1.0, np.random.default_rng(0))
-        self._single_plan = self._single.plan(rows, steps=steps, cost=ZCDP(self.rho))
+        self._single_plan = self._single.plan(rows, steps=steps, cost=ZCDP(self.rho),
+                                              normalizer=float(rows) if self.normalizer else None)
 
     def _optimiser(self, account: object, clip: float, rng: np.random.Generator) -> object:
         return self.mechanism_class(account, linear_loss, rng, clip=clip, engine=self.engine)
 
     def parameters(self) -> dict:
         return {"target_epsilon": self.epsilon, "delta": self.delta, "steps": self.steps, "rows": self.rows,
-                "engine": self.engine, "rho": float(self.rho), "mechanism_class": self.mechanism_class.__name__}
+                "engine": self.engine, "normalizer": self.normalizer, "rho": float(self.rho),
+                "sigma": self._single_plan.sigma, "mechanism_class": self.mechanism_class.__name__}
 
     def _fit(self, optimiser: object, canary_label: float, width: int, cost: object) -> object:
         """One fit on the canary data set with ``width`` coordinates; the ``Release`` of θ_T."""
@@ -99,8 +113,9 @@ class DPSGDAudit(Audit):
         y = np.zeros(self.rows)
         y[0] = canary_label
         return optimiser.fit(X, y, steps=self.steps, lr=float(self.rows), cost=cost,
-                                projection=BallProjection(1e12), theta0=np.zeros(width),
-                                note="audit: Dirac gradient canary")
+                             projection=BallProjection(1e12), theta0=np.zeros(width),
+                             normalizer=float(self.rows) if self.normalizer else None,
+                             note="audit: Dirac gradient canary")
 
     def claim(self) -> Claim:
         receipt = self._fit(self._single, 1.0, 1, self._zcdp(self.rho)).receipt
@@ -110,6 +125,7 @@ class DPSGDAudit(Audit):
         clip = math.sqrt(runs)
         cost = self._zcdp(self.rho * Fraction(clip) ** 2)
         bulk = self._optimiser(huge_budget_account("zcdp"), clip, rng)
-        _same_noise("sigma", bulk.plan(self.rows, steps=self.steps, cost=cost).sigma, self._single_plan.sigma)
+        plan = bulk.plan(self.rows, steps=self.steps, cost=cost, normalizer=float(self.rows) if self.normalizer else None)
+        _same_noise("sigma", plan.sigma, self._single_plan.sigma)
         release = self._fit(bulk, 1.0 if neighbour else -1.0, runs, cost)
         return np.asarray(release.value)

@@ -14,17 +14,20 @@ Two candidate statistics, chosen between on held-out runs:
   a unit shift in every batch — what a reward that leaks into later batches
   would produce.
 
-Runs are vectorised by the mechanism itself (``GeometricBatchMean`` takes one
-account per run and keeps ``[run, arm]`` arrays); every batch of every run is
-charged, on one huge-budget account shared by the runs. The claim is the
-ledger's total for one run of the whole stream.
+Runs are vectorised by the mechanism itself, exactly as DP-TT and AdaP-TT
+(``dpglm.bai.top_two``) drive it: one ``Ledger(PureDP(ε))`` per run, one
+estimator over ``[run, arm]`` arrays for K arms (the audited arm is arm 0, the
+others see the same all-zero rewards), refresh points of growth η, cumulative
+sums (DP-TT) or the last batch only (``forget=True``, AdaP-TT). Every batch of
+every run is charged to its run's ledger, which would refuse a charge beyond
+ε; the claim is what one run's ledger reports spent for the whole stream.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from audits.base import CLOPPER_PEARSON, Audit, Claim, huge_budget_account
+from audits.base import CLOPPER_PEARSON, Audit, Claim
 from audits.noise import _check_positive
 
 __all__ = ["GeometricBatchAudit"]
@@ -51,7 +54,7 @@ class GeometricBatchAudit(Audit):
     statistics = ("first batch", "all batches")
     chunk = 20_000
 
-    def __init__(self, epsilon: float, *, samples: int = 16, eta: float = 1.0,
+    def __init__(self, epsilon: float, *, samples: int = 16, eta: float = 1.0, arms: int = 2, forget: bool = False,
                  mechanism_class: type | None = None, name: str = "geometric") -> None:
         from mechanisms.geometric import GeometricBatchMean, refresh_points
 
@@ -61,17 +64,28 @@ class GeometricBatchAudit(Audit):
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2 or points[-1] != samples:
             raise ValueError(f"samples must be a refresh point ≥ 2 of the batches (η={self.eta}), "
                              f"e.g. {refresh_points(self.eta, limit=64)[1:].tolist()}; got {samples!r}")
-        self.samples = samples
+        if isinstance(arms, bool) or not isinstance(arms, int) or arms < 1:
+            raise ValueError(f"arms must be an int ≥ 1, got {arms!r}")
+        self.samples, self.arms, self.forget = samples, arms, bool(forget)
         self.points = points
         self.mechanism_class = GeometricBatchMean if mechanism_class is None else mechanism_class
         self.name = name
 
     def parameters(self) -> dict:
-        return {"epsilon": self.epsilon, "samples": self.samples, "eta": self.eta,
+        return {"epsilon": self.epsilon, "samples": self.samples, "eta": self.eta, "arms": self.arms,
+                "forget": self.forget,
                 "batches": int(self.points.size), "mechanism_class": self.mechanism_class.__name__}
 
+    def _accounts(self, runs: int) -> list:
+        """One fresh ``Ledger(PureDP(ε))`` per run, as ``dpglm.bai.top_two`` builds them."""
+        from fractions import Fraction
+
+        from accounting import Ledger, PureDP
+
+        return [Ledger(PureDP(Fraction(repr(self.epsilon)))).root for _ in range(runs)]
+
     def claim(self) -> Claim:
-        account = huge_budget_account("pure")
+        account = self._accounts(1)[0]
         self._releases([account], np.zeros(1), np.random.default_rng(0))
         spent = account.spent
         return Claim(epsilon=float(spent.eps), delta=0.0, cost=str(spent), ledger_epsilon=float(spent.eps))
@@ -79,22 +93,24 @@ class GeometricBatchAudit(Audit):
     def _releases(self, accounts: list, first_reward: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run the estimator over the stream; the released noisy sums, shape (runs, batches)."""
         runs = len(accounts)
-        estimator = self.mechanism_class(accounts, 1, self.epsilon, rng, eta=self.eta)
+        estimator = self.mechanism_class(accounts, self.arms, self.epsilon, rng, eta=self.eta, forget=self.forget)
         released = np.empty((runs, self.points.size))
         previous = 0
         for k, point in enumerate(self.points):
-            counts = np.full((runs, 1), point - previous, dtype=np.int64)
-            sums = first_reward[:, None] if k == 0 else np.zeros((runs, 1))
+            counts = np.full((runs, self.arms), point - previous, dtype=np.int64)
+            sums = np.zeros((runs, self.arms))
+            if k == 0:
+                sums[:, 0] = first_reward
             out = estimator.observe(counts, sums)
-            if len(out) != runs:
-                raise RuntimeError(f"expected one release per run at count {point}, got {len(out)}")
-            released[[run for run, _, _ in out], k] = [release.value for _, _, release in out]
+            if len(out) != runs * self.arms:
+                raise RuntimeError(f"expected one release per run and arm at count {point}, got {len(out)}")
+            arm0 = [(run, release.value) for run, arm, release in out if arm == 0]
+            released[[run for run, _ in arm0], k] = [value for _, value in arm0]
             previous = point
         return released
 
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
-        accounts = [huge_budget_account("pure")] * runs
-        released = self._releases(accounts, np.full(runs, float(neighbour)), rng)
-        batch_sums = np.diff(released, axis=1, prepend=0.0)
+        released = self._releases(self._accounts(runs), np.full(runs, float(neighbour)), rng)
+        batch_sums = released if self.forget else np.diff(released, axis=1, prepend=0.0)
         all_batches = (np.abs(batch_sums) - np.abs(batch_sums - 1.0)).sum(axis=1)
         return np.column_stack([batch_sums[:, 0], all_batches])

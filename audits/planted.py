@@ -3,20 +3,41 @@
 Each variant subclasses or wraps the production class and changes one thing
 — the noise actually drawn — while the charge on the ledger, and hence the
 claim, stays what the correct mechanism would charge. An audit must call
-these "violated" and the unmodified classes "consistent" (DESIGN.md, audits/).
+these "violated" and the unmodified classes "consistent" (docs/audits.md).
 None of these is exported to the rest of the project.
+
+Test seams. A planted bug never assigns to a mechanism's noise parameters
+after construction (they are read-only). It goes through one of two seams:
+
+* a protected method the mechanism's constructor calls, overridden in a
+  subclass (``ContinualRelease._plan``: the weight k of ρ = k·Δ²/(2σ²));
+* :func:`miscalibrated`: for the duration of the constructor (or ``fit``),
+  the calibration function the mechanism's module imported is replaced by a
+  wrapper that scales its answer (σ, a Laplace scale, γ, a noise-bit count).
+  The charge is computed from the cost, not from that answer, so it stays.
+
+Both leave the sampling code itself untouched, so the planted variants keep
+working whatever sampler the mechanisms use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
+import math
+from collections.abc import Callable, Iterator
+from fractions import Fraction
 
 import numpy as np
 
 from dpglm.policies.joint_dp import JointDPGLMBandit, TreeDesign
+from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.geometric import GeometricBatchMean
-from mechanisms.noise import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for
+from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
+from mechanisms.optim.shuffle_pgd import ShufflePGD
+from mechanisms.shuffle import ShuffleBitSum, ShuffleVectorSum
 from mechanisms.tree import BinaryTreeMechanism
 
 __all__ = [
@@ -24,11 +45,45 @@ __all__ = [
     "DepthUnscaledTree",
     "ExactGramBandit",
     "ExactGramDesign",
+    "HalvedHTreeBandit",
+    "HalvedNoiseFactorization",
+    "HalvedNoiseTree",
+    "HalvedScaleGeometricMean",
     "HalvedSensitivityGaussian",
     "HalvedSensitivityLaplace",
+    "NearlyNoiselessBitSum",
+    "NoiselessPGD",
+    "QuarterGammaBitSum",
+    "QuarterNoiseBitsPGD",
+    "QuarterNoiseBitsVectorSum",
     "ReusedSampleGeometricMean",
+
     "identity_shuffler",
+    "miscalibrated",
 ]
+
+
+@contextlib.contextmanager
+def miscalibrated(module: str, name: str, factor: float, *, integer: bool = False) -> Iterator[None]:
+    """Within the block, ``module.name(...)`` returns ``factor`` times its correct answer.
+
+    ``integer`` rounds the scaled answer up to an int ≥ 1 (noise-bit counts).
+    Raises ``AttributeError`` if the module no longer has that function, so a
+    renamed calibration breaks the planted bug loudly instead of silently
+    planting nothing.
+    """
+    target = importlib.import_module(module)
+    original: Callable = getattr(target, name)
+
+    def scaled(*args: object, **kwargs: object) -> object:
+        value = original(*args, **kwargs)
+        return max(1, math.ceil(value * factor)) if integer else value * factor
+
+    setattr(target, name, scaled)
+    try:
+        yield
+    finally:
+        setattr(target, name, original)
 
 
 class HalvedSensitivityGaussian(GaussianMechanism):
@@ -45,29 +100,58 @@ class HalvedSensitivityLaplace(LaplaceMechanism):
         super().__init__(account, sensitivity / 2, rng, **kwargs)
 
 
-class DepthUnscaledTree(BinaryTreeMechanism):
+class _ScaledPlan:
+    """Mixin: the constructor's σ is calibrated for ``_WEIGHT`` times the true weight of the charge.
+
+    ``ContinualRelease`` calibrates σ from the cost and the weight k that ``_plan``
+    returns; scaling k by ¼ halves σ while the charge (the cost) is unchanged.
+    """
+
+    _WEIGHT: Fraction | None = Fraction(1, 4)
+
+    def _plan(self) -> tuple[Fraction, str, str]:
+        weight, detail, label = super()._plan()  # type: ignore[misc]
+        return (weight * self._WEIGHT if self._WEIGHT is not None else Fraction(1)), detail, label
+
+
+class HalvedNoiseTree(_ScaledPlan, BinaryTreeMechanism):
+    """Bug: charges the whole horizon's ρ but draws node noise of σ/2 (weight L/4 in place of L)."""
+
+
+class DepthUnscaledTree(_ScaledPlan, BinaryTreeMechanism):
     """Bug: charges ρ = L·Δ²/(2σ²) for the horizon but draws node noise calibrated for one node.
 
     The σ actually used is the one a single Gaussian release of cost ρ would
     need, √L times too small (the "missing √L" of REFERENCES.md).
     """
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.sigma = gaussian_sigma_for(self.cost.rho, self._elements.charged_sensitivity, 1)
+    _WEIGHT = None
+
+
+class HalvedNoiseFactorization(_ScaledPlan, SquareRootFactorizationMechanism):
+    """Bug: charges ρ = (Σ c_k²)Δ²/(2σ²) but draws white noise of σ/2 (weight Σc_k²/4)."""
 
 
 class AddRemoveNoiseDPSGD(DPSGD):
     """Bug: noise for sensitivity C (add/remove) while replace-one moves a clipped sum by 2C.
 
     The charge stays ρ = E·(2C)²/(2σ²) for the σ of the correct plan; the noise
-    drawn is half of it (the authors' code, REFERENCES.md).
+    drawn is half of it (the authors' code, REFERENCES.md). Both engines
+    (``"opacus"``, ``"vectorised"``) draw their noise from the plan's σ.
     """
 
     def plan(self, n: int, **kwargs: object) -> DPSGDPlan:
         correct = super().plan(n, **kwargs)
         return dataclasses.replace(correct, noise_multiplier=correct.noise_multiplier / 2,
                                    sigma=correct.sigma / 2)
+
+
+class HalvedScaleGeometricMean(GeometricBatchMean):
+    """Bug: each batch charged ``PureDP(ε)`` but noised with Lap(1/(2ε)) (half the scale)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        with miscalibrated("mechanisms.geometric", "laplace_scale_for", 0.5):
+            super().__init__(*args, **kwargs)
 
 
 class ReusedSampleGeometricMean(GeometricBatchMean):
@@ -83,6 +167,49 @@ class ReusedSampleGeometricMean(GeometricBatchMean):
         released = super().observe(counts, reward_sums)
         self._pending = carried
         return released
+
+
+class QuarterGammaBitSum(ShuffleBitSum):
+    """Bug: charges the calibrated (ε, δ) but randomizes with probability γ/4."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        with miscalibrated("mechanisms.shuffle", "calibrate_bitsum_gamma", 0.25):
+            super().__init__(*args, **kwargs)
+
+
+class NearlyNoiselessBitSum(ShuffleBitSum):
+    """Bug: charges the calibrated (ε, δ) but randomizes with probability 10⁻⁹γ (the raw sum, nearly always)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        with miscalibrated("mechanisms.shuffle", "calibrate_bitsum_gamma", 1e-9):
+            super().__init__(*args, **kwargs)
+
+
+class QuarterNoiseBitsVectorSum(ShuffleVectorSum):
+    """Bug: charges the calibrated (ε, δ) but sends a quarter of the fair noise bits (noise sd halved)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        with miscalibrated("mechanisms.shuffle", "calibrate_noise_bits", 0.25, integer=True):
+            super().__init__(*args, **kwargs)
+
+
+class QuarterNoiseBitsPGD(ShufflePGD):
+    """Bug: charges the PLD-composed (ε, δ) of its rounds but each round sends a quarter of the noise bits (sd/2).
+
+    Not refutable through P_GD's output at T = 2 (audits.shuffle_vector): kept to measure that.
+    """
+
+    def fit(self, *args: object, **kwargs: object) -> object:
+        with miscalibrated("mechanisms.optim.shuffle_pgd", "calibrate_noise_bits", 0.25, integer=True):
+            return super().fit(*args, **kwargs)
+
+
+class NoiselessPGD(ShufflePGD):
+    """Bug: charges the PLD-composed (ε, δ) of its rounds but each round sends one noise bit per user."""
+
+    def fit(self, *args: object, **kwargs: object) -> object:
+        with miscalibrated("mechanisms.optim.shuffle_pgd", "calibrate_noise_bits", 0.0, integer=True):
+            return super().fit(*args, **kwargs)
 
 
 def identity_shuffler(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -112,3 +239,26 @@ class ExactGramBandit(JointDPGLMBandit):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.design_h = ExactGramDesign(self.design_h.tree, self.params.lam_h)
+
+
+class HalvedHTreeBandit(JointDPGLMBandit):
+    """Bug: the joint-DP bandit's H-tree charges its share of ρ but draws node noise of σ/2.
+
+    The policy builds its H-tree without an explicit cost (it spends what the V-tree
+    leaves of the tree account); during construction that tree is a
+    :class:`HalvedNoiseTree`, the V-tree (built with ``cost=``) is left correct.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        from dpglm.policies import joint_dp
+
+        def tree(*tree_args: object, **tree_kwargs: object) -> BinaryTreeMechanism:
+            cls = BinaryTreeMechanism if "cost" in tree_kwargs else HalvedNoiseTree
+            return cls(*tree_args, **tree_kwargs)
+
+        original = joint_dp.BinaryTreeMechanism
+        joint_dp.BinaryTreeMechanism = tree  # type: ignore[misc, assignment]
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            joint_dp.BinaryTreeMechanism = original

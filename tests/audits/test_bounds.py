@@ -168,3 +168,31 @@ def test_gdp_mu_for_epsilon_matches_dp_accounting_analytic_gaussian(eps, delta):
     # dp-accounting's analytic-Gaussian calibration (Balle & Wang 2018) gives σ for sensitivity 1.
     assert gdp_mu_for_epsilon(eps, delta) == pytest.approx(1 / get_sigma_gaussian(eps, delta), rel=1e-6)
     assert gdp_epsilon(gdp_mu_for_epsilon(eps, delta), delta) == pytest.approx(eps, rel=1e-9)
+
+
+def test_ceiling_from_tails_is_the_best_expected_count_bound():
+    from audits.bounds import ceiling_from_tails, epsilon_lower_bound
+
+    # Two thresholds: rates (0.5, 0.5) certify nothing; (0.01, 0.5) certify the CP bound of 1000/50000.
+    bound, index = ceiling_from_tails(np.array([0.5, 0.01]), np.array([0.5, 0.5]), 100_000)
+    assert index == 1
+    assert bound == pytest.approx(epsilon_lower_bound(1000, 100_000, 50_000, 100_000))
+    with pytest.raises(ValueError, match="same"):
+        ceiling_from_tails(np.array([0.5]), np.array([0.5, 0.1]), 10)
+
+
+def test_planned_tests_are_bonferroni_corrected_with_the_held_out_one():
+    from audits.noise import LaplaceAudit
+
+    class Planned(LaplaceAudit):
+        def planned_thresholds(self, claim, runs):
+            return [(0, 0.5), (0, 3.0)]
+
+    result = Planned(1.0).run(5_000, seed=3)
+    assert result.candidates == 3
+    # The certified bound of the chosen test at level α/3 per test is what is reported.
+    from audits.bounds import epsilon_lower_bound
+
+    expected = epsilon_lower_bound(result.false_positives, 5_000, result.false_negatives, 5_000,
+                                   confidence=1 - 0.05 / 3)
+    assert result.epsilon_lower_bound == pytest.approx(expected)

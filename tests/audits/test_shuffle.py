@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audits.planted import identity_shuffler
-from audits.shuffle import ShuffleBitSumAudit
+from audits.planted import NearlyNoiselessBitSum, QuarterGammaBitSum, identity_shuffler
+from audits.shuffle import ShuffleBitSumAudit, ShuffleBitSumReleaseAudit, bitsum_ceiling
 from mechanisms.shuffle_accountant import (
     bitsum_delta_for_configuration,
     bitsum_local_epsilon,
@@ -47,3 +47,49 @@ def test_shuffler_that_does_not_shuffle_is_refuted():
     assert result.statistic == "message at position 0"
     # User 0's message is then in the clear: the local randomizer's ε is all that is left.
     assert 1.0 < result.epsilon_lower_bound <= bitsum_local_epsilon(audit.gamma)
+
+
+def test_ceiling_is_the_issues_optimal_count_test_at_one_hundred_thousand_runs():
+    # Issue 12: n = 1000, δ = 1e-5, 10⁵ runs/side: ≈ 0.43 / 0.88 / 1.18 at claimed ε = 1 / 2 / 4.
+    # Reference written here: the best count threshold at its expected counts, tails from pmf sums.
+    from audits.bounds import epsilon_lower_bound
+    from mechanisms.shuffle_accountant import calibrate_bitsum_gamma
+
+    for epsilon, expected in ((1.0, 0.43), (2.0, 0.88), (4.0, 1.18)):
+        gamma = calibrate_bitsum_gamma(1000, epsilon, 1e-5)
+        a = gamma / 2
+        p0 = stats.binom.pmf(np.arange(1001), 1000, a)
+        rest = stats.binom.pmf(np.arange(1000), 999, a)
+        p1 = np.concatenate([[0.0], (1 - a) * rest]) + np.concatenate([a * rest, [0.0]])
+        reference = max(
+            epsilon_lower_bound(round(1e5 * p0[c:].sum()), 100_000, round(1e5 * p1[:c].sum()), 100_000,
+                                delta=1e-5)
+            for c in range(60))
+        bound, _ = bitsum_ceiling(1000, gamma, 100_000, 1e-5)
+        assert bound == pytest.approx(reference, abs=1e-9)
+        assert bound == pytest.approx(expected, abs=0.01)
+
+
+def test_release_audit_drives_the_default_method_and_inverts_to_the_count():
+    audit = ShuffleBitSumReleaseAudit(1.0, 1e-5, n_users=200)
+    rng = np.random.default_rng(2)
+    counts = audit.sample(1, 3000, rng)[:, 0]
+    assert np.all(counts == np.round(counts)) and counts.min() >= 0
+    # D1: Ber(1 − a) + Bin(199, a) ones.
+    a = audit.gamma / 2
+    assert counts.mean() == pytest.approx((1 - a) + 199 * a, abs=5 * np.sqrt(200 * a / 3000))
+
+
+def test_release_audit_reaches_ninety_percent_of_its_ceiling():
+    result = ShuffleBitSumReleaseAudit(2.0, 1e-5, n_users=200).run(20_000, seed=1)
+    assert result.verdict == "consistent" and result.holdout_runs == 0
+    assert result.epsilon_lower_bound >= 0.9 * result.ceiling
+
+
+def test_quarter_gamma_and_raw_sum_are_refuted_through_release():
+    quarter = ShuffleBitSumReleaseAudit(1.0, 1e-5, n_users=200, mechanism_class=QuarterGammaBitSum).run(5_000, seed=1)
+    assert quarter.verdict == "violated"
+    raw = ShuffleBitSumReleaseAudit(1.0, 1e-5, n_users=200, mechanism_class=NearlyNoiselessBitSum).run(1_000, seed=1)
+    # The count is then the raw sum: perfect separation, ln((1 − δ − p)/p) with p = 1 − 0.025^(1/1000).
+    p = 1 - 0.025 ** (1 / 1000)
+    assert raw.epsilon_lower_bound == pytest.approx(np.log((1 - 1e-5 - p) / p), rel=1e-6)

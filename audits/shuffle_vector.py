@@ -1,0 +1,236 @@
+"""Audits of shuffled vector summation and of the shuffle-private P_GD built on it.
+
+Vector summation (``mechanisms.shuffle.ShuffleVectorSum``), as the shuffle-DP
+bandit calls it for its design matrices: symmetric d×d leaves, every entry in
+[−L, L], sent as their c = d(d+1)/2 upper-triangle coordinates. Worst-case
+pair (docs/audits.md): every user holds 0 except user 0, whose entries are
+all −L on ``D0`` and all +L on ``D1`` (replace-one). Those values are levels
+0, g and 2g exactly (no rounding randomness), so the ones-count of coordinate
+i is ``g(n − 1) + 2g·[D1] + Bin(n·b, ½)`` with b the noise bits: the
+released sums are inverted to the counts, and the score is the count summed
+over the coordinates, ``Bin(c·n·b, ½)`` shifted by 0 or 2g·c — the
+likelihood-ratio statistic up to the (vanishing) curvature of the binomial's
+log-ratio. The threshold is planned from that exact law with the
+mechanism's public noise bits, and the ceiling printed beside the result.
+
+P_GD (``mechanisms.optim.shuffle_pgd.ShufflePGD``), with a Dirac gradient
+canary: d = 1, user 0's per-sample gradient is −L (``D0``) or +L (``D1``)
+whatever θ, the others' 0, the ball never binds. The released average iterate
+of T = 2 iterations is ``θ₀ − η ĝ₀/2``: it reveals round 0's noisy gradient
+(and nothing of round 1's, which is taken but never used in the output),
+while the charge composes both rounds — so the certified bound of the
+correct mechanism sits well below the claim, and a bug that only halves the
+noise is not refutable (its round 0 is about as private as the two-round
+charge says); the catalogue's planted P_GD bug sends one noise bit per user. Score: −(average
+iterate), increasing in round 0's ones-count; the threshold is planned from
+the correct round's exact law.
+
+Both drive the real ``release``/``fit`` — one charged call per run, on a
+huge-budget ledger — by the default method (``"counts"``) or ``"messages"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from audits.base import CLOPPER_PEARSON, Audit, Claim, huge_budget_account
+from audits.bounds import ceiling_from_tails
+from audits.noise import _check_delta, _check_positive
+
+__all__ = ["ShufflePGDAudit", "ShuffleVectorSumAudit"]
+
+
+def _check_users(n_users: object) -> int:
+    if isinstance(n_users, bool) or not isinstance(n_users, int) or n_users < 2:
+        raise ValueError(f"n_users must be an int ≥ 2, got {n_users!r}")
+    return n_users
+
+
+def _approx_claim(receipt: object) -> Claim:
+    return Claim(epsilon=float(receipt.cost.eps), delta=float(receipt.cost.delta), cost=str(receipt.cost),
+                 ledger_epsilon=float(receipt.cost.eps))
+
+
+class ShuffleVectorSumAudit(Audit):
+    """User 0's symmetric matrix all −L vs all +L, others 0; one charged ``release`` per run.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The (ε, δ) of one release (noise bits calibrated by the exact accountant).
+    n_users : int
+        Users per release, ≥ 2.
+    d : int
+        Leaves are d×d symmetric matrices (the bandit's design sums).
+    bound : float
+        L, the bound on every entry.
+    method : {"counts", "messages"}
+        The protocol path (``"counts"`` is the default the bandit uses).
+    mechanism_class : type
+        ``mechanisms.shuffle.ShuffleVectorSum`` or a subclass (planted bugs).
+    """
+
+    mechanism = "ShuffleVectorSum"
+    method = CLOPPER_PEARSON
+    statistics = ("ones summed over the coordinates",)
+    chunk = 10_000
+    use_holdout = False
+
+    def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 50, d: int = 2, bound: float = 1.0,
+                 method: str = "counts", mechanism_class: type | None = None, name: str = "shuffle-vector") -> None:
+        from mechanisms.shuffle import ShuffleVectorSum
+
+        self.epsilon = _check_positive("epsilon", epsilon)
+        self.delta = _check_delta(delta)
+        self.n_users = _check_users(n_users)
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"d must be an int ≥ 1, got {d!r}")
+        if method not in ("counts", "messages"):
+            raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
+        self.d, self.bound, self.protocol = d, _check_positive("bound", bound), method
+        self.mechanism_class = ShuffleVectorSum if mechanism_class is None else mechanism_class
+        self.name = name
+        self._single = self._build(huge_budget_account("approx"), np.random.default_rng(0))
+        self.levels, self.noise_bits = self._single.levels, self._single.noise_bits
+        self.coordinates = self._single.coordinates
+
+    def _build(self, account: object, rng: np.random.Generator) -> object:
+        return self.mechanism_class(account, self.n_users, (self.d, self.d), self.bound, rng,
+                                    epsilon=self.epsilon, delta=self.delta)
+
+    def parameters(self) -> dict:
+        return {"epsilon": self.epsilon, "delta": self.delta, "n_users": self.n_users, "d": self.d,
+                "bound": self.bound, "method": self.protocol, "levels": self.levels,
+                "noise_bits": self.noise_bits, "coordinates": self.coordinates,
+                "mechanism_class": self.mechanism_class.__name__}
+
+    def claim(self) -> Claim:
+        return _approx_claim(self._single.release(np.zeros((self.n_users, self.d, self.d))).receipt)
+
+    def _tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Thresholds on the centred score and P₀, P₁ of "score ≥ threshold" (exact binomial law)."""
+        trials = self.coordinates * self.n_users * self.noise_bits
+        shift = 2 * self.levels * self.coordinates
+        spread = int(np.ceil(8 * np.sqrt(trials) / 2)) + shift
+        c = np.arange(trials // 2 - spread, trials // 2 + shift + spread + 1)
+        return c.astype(float), stats.binom.sf(c - 1, trials, 0.5), stats.binom.sf(c - 1 - shift, trials, 0.5)
+
+    def planned_thresholds(self, claim: Claim, runs: int) -> list[tuple[int, float]]:
+        c, null_tail, alternative_tail = self._tails()
+        return [(0, float(c[ceiling_from_tails(null_tail, alternative_tail, runs, delta=claim.delta)[1]]))]
+
+    def ceiling(self, claim: Claim, runs: int, confidence: float) -> float:
+        _, null_tail, alternative_tail = self._tails()
+        return ceiling_from_tails(null_tail, alternative_tail, runs, delta=claim.delta, confidence=confidence)[0]
+
+    def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
+        mechanism = self._build(huge_budget_account("approx"), rng)
+        values = np.zeros((self.n_users, self.d, self.d))
+        values[0] = self.bound * (1.0 if neighbour else -1.0)
+        rows, cols = np.triu_indices(self.d)
+        sums = np.array([np.asarray(mechanism.release(values, method=self.protocol).value)[rows, cols]
+                         for _ in range(runs)])
+        # sum = (L/g)(ones − b n/2) − n L, inverted with the public L, g, b; minus the others' levels g(n − 1).
+        ones = np.rint((sums + self.n_users * self.bound) * (self.levels / self.bound)
+                       + self.noise_bits * self.n_users / 2.0)
+        return (ones - self.levels * (self.n_users - 1)).sum(axis=1)
+
+
+def _canary_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample gradient y·x, independent of θ: the Dirac canary (x₀ = L, y₀ = ±1; other rows 0)."""
+    return y[:, None] * X
+
+
+class ShufflePGDAudit(Audit):
+    """Dirac gradient canary in P_GD (module docstring); one charged ``fit`` per run, score −θ̄.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Target (ε, δ) of one fit: the rounds get (ε₀, δ₀ = δ/(2T)) with ε₀ the largest
+        whose PLD composition meets it (``calibrate_round_epsilon``, as the bandit's estimator).
+    n_users : int
+        Rows (users) per fit, ≥ 2.
+    iterations : int
+        T ≥ 2 (with T = 1 the average iterate is θ₀ and reveals nothing).
+    clip : float
+        L, the clipping norm (and the summation's bound).
+    mechanism_class : type
+        ``mechanisms.optim.shuffle_pgd.ShufflePGD`` or a subclass (planted bugs).
+    """
+
+    mechanism = "ShufflePGD"
+    method = CLOPPER_PEARSON
+    statistics = ("-average iterate",)
+    chunk = 5_000
+
+    def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 20, iterations: int = 2,
+                 clip: float = 1.0, method: str = "counts", mechanism_class: type | None = None,
+                 name: str = "shuffle-pgd") -> None:
+        from mechanisms.optim.shuffle_pgd import ShufflePGD, calibrate_round_epsilon
+
+        self.epsilon = _check_positive("epsilon", epsilon)
+        self.delta = _check_delta(delta)
+        self.n_users = _check_users(n_users)
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 2:
+            raise ValueError(f"iterations must be an int ≥ 2, got {iterations!r}")
+        if method not in ("counts", "messages"):
+            raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
+        self.iterations, self.clip, self.protocol = iterations, _check_positive("clip", clip), method
+        self.round_delta = self.delta / (2.0 * iterations)
+        self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations,
+                                                     round_delta=self.round_delta)
+        self.mechanism_class = ShufflePGD if mechanism_class is None else mechanism_class
+        self.name = name
+        from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
+
+        # The correct round's public protocol parameters (what the planned test assumes).
+        self.levels = default_levels(self.n_users, 1)
+        self.noise_bits = calibrate_noise_bits(self.n_users, float(self.round_epsilon), float(self.round_delta),
+                                               self.levels, 1)
+
+    def _tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Score thresholds half-way below each lattice point, and P₀, P₁ of "score ≥ threshold" (correct law).
+
+        Round 0's ones-count is ``g(n − 1) + 2g·[D1] + Bin(n b, ½)``; the score −θ̄ = ĝ₀/2 is
+        ``((L/g)(ones − b n/2) − n L)/(2n)``, increasing in the count.
+        """
+        trials, shift = self.n_users * self.noise_bits, 2 * self.levels
+        spread = int(np.ceil(8 * np.sqrt(trials) / 2)) + shift
+        k = np.arange(max(0, trials // 2 - spread), trials // 2 + shift + spread + 1)
+        ones = k + self.levels * (self.n_users - 1) - 0.5
+        score = ((self.clip / self.levels) * (ones - trials / 2.0) - self.n_users * self.clip) / (2 * self.n_users)
+        return score, stats.binom.sf(k - 1, trials, 0.5), stats.binom.sf(k - 1 - shift, trials, 0.5)
+
+    def planned_thresholds(self, claim: Claim, runs: int) -> list[tuple[int, float]]:
+        score, null_tail, alternative_tail = self._tails()
+        return [(0, float(score[ceiling_from_tails(null_tail, alternative_tail, runs, delta=claim.delta)[1]]))]
+
+    def ceiling(self, claim: Claim, runs: int, confidence: float) -> float:
+        _, null_tail, alternative_tail = self._tails()
+        return ceiling_from_tails(null_tail, alternative_tail, runs, delta=claim.delta, confidence=confidence)[0]
+
+    def parameters(self) -> dict:
+        return {"epsilon": self.epsilon, "delta": self.delta, "n_users": self.n_users,
+                "iterations": self.iterations, "round_epsilon": self.round_epsilon,
+                "round_delta": self.round_delta, "clip": self.clip, "method": self.protocol,
+                "levels": self.levels, "noise_bits": self.noise_bits,
+                "mechanism_class": self.mechanism_class.__name__}
+
+    def _fit(self, account: object, rng: np.random.Generator, label: float) -> object:
+        pgd = self.mechanism_class(account, _canary_gradient, rng, clip=self.clip, radius=1e9)
+        X = np.zeros((self.n_users, 1))
+        X[0, 0] = self.clip
+        y = np.zeros(self.n_users)
+        y[0] = label
+        return pgd.fit(X, y, iterations=self.iterations, round_epsilon=self.round_epsilon,
+                       round_delta=self.round_delta, delta=self.delta, lr=1.0, method=self.protocol)
+
+    def claim(self) -> Claim:
+        return _approx_claim(self._fit(huge_budget_account("approx"), np.random.default_rng(0), 1.0).receipt)
+
+    def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
+        account = huge_budget_account("approx")
+        label = 1.0 if neighbour else -1.0
+        return np.array([-float(np.asarray(self._fit(account, rng, label).value)[0]) for _ in range(runs)])
