@@ -11,10 +11,11 @@ after construction (they are read-only). It goes through one of two seams:
 
 * a protected method the mechanism's constructor calls, overridden in a
   subclass (``ContinualRelease._plan``: the weight k of ρ = k·Δ²/(2σ²));
-* :func:`miscalibrated`: for the duration of the constructor (or ``fit``),
-  the calibration function the mechanism's module imported is replaced by a
-  wrapper that scales its answer (σ, a Laplace scale, γ, a noise-bit count).
-  The charge is computed from the cost, not from that answer, so it stays.
+* :func:`miscalibrated` / :func:`replaced`: for the duration of the
+  constructor (or ``fit``), a calibration function (or noise-lattice class)
+  the mechanism's module imported is replaced by a wrapper that scales its
+  answer (γ, a noise-bit count, the lattice's ε). The charge is computed from
+  the cost, not from that answer, so it stays.
 
 Both leave the sampling code itself untouched, so the planted variants keep
 working whatever sampler the mechanisms use.
@@ -60,30 +61,38 @@ __all__ = [
 
     "identity_shuffler",
     "miscalibrated",
+    "replaced",
 ]
 
 
 @contextlib.contextmanager
-def miscalibrated(module: str, name: str, factor: float, *, integer: bool = False) -> Iterator[None]:
-    """Within the block, ``module.name(...)`` returns ``factor`` times its correct answer.
+def replaced(module: str, name: str, wrap: Callable[[Callable], Callable]) -> Iterator[None]:
+    """Within the block, ``module.name`` is ``wrap(original)``.
 
-    ``integer`` rounds the scaled answer up to an int ≥ 1 (noise-bit counts).
-    Raises ``AttributeError`` if the module no longer has that function, so a
+    Raises ``AttributeError`` if the module no longer has that name, so a
     renamed calibration breaks the planted bug loudly instead of silently
     planting nothing.
     """
     target = importlib.import_module(module)
     original: Callable = getattr(target, name)
-
-    def scaled(*args: object, **kwargs: object) -> object:
-        value = original(*args, **kwargs)
-        return max(1, math.ceil(value * factor)) if integer else value * factor
-
-    setattr(target, name, scaled)
+    setattr(target, name, wrap(original))
     try:
         yield
     finally:
         setattr(target, name, original)
+
+
+def miscalibrated(module: str, name: str, factor: float, *, integer: bool = False) -> contextlib.AbstractContextManager:
+    """Within the block, ``module.name(...)`` returns ``factor`` times its correct answer.
+
+    ``integer`` rounds the scaled answer up to an int ≥ 1 (noise-bit counts).
+    """
+    def wrap(original: Callable) -> Callable:
+        def scaled(*args: object, **kwargs: object) -> object:
+            value = original(*args, **kwargs)
+            return max(1, math.ceil(value * factor)) if integer else value * factor
+        return scaled
+    return replaced(module, name, wrap)
 
 
 class HalvedSensitivityGaussian(GaussianMechanism):
@@ -147,10 +156,14 @@ class AddRemoveNoiseDPSGD(DPSGD):
 
 
 class HalvedScaleGeometricMean(GeometricBatchMean):
-    """Bug: each batch charged ``PureDP(ε)`` but noised with Lap(1/(2ε)) (half the scale)."""
+    """Bug: each batch charged ``PureDP(ε)`` but noised at half the scale (its noise lattice built for 2ε)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        with miscalibrated("mechanisms.geometric", "laplace_scale_for", 0.5):
+        def wrap(lattice: Callable) -> Callable:
+            def doubled(epsilon: Fraction, scale: float, *rest: object) -> object:
+                return lattice(2 * epsilon, scale / 2, *rest)
+            return doubled
+        with replaced("mechanisms.geometric", "LaplaceLattice", wrap):
             super().__init__(*args, **kwargs)
 
 

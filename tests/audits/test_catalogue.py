@@ -9,14 +9,16 @@ from audits.catalogue import CATALOGUE
 
 
 def _noise_drawing_classes() -> set[str]:
-    """Public, concrete classes under ``mechanisms/`` whose constructor takes a generator ``rng``."""
+    """Public, concrete ``mechanisms.base.Mechanism`` subclasses under ``mechanisms/`` (they charge, then draw)."""
+    from mechanisms.base import Mechanism
+
     names = set()
     for info in pkgutil.walk_packages(mechanisms.__path__, "mechanisms."):
         module = importlib.import_module(info.name)
         for name, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ != module.__name__ or name.startswith("_") or inspect.isabstract(cls):
                 continue
-            if "rng" in inspect.signature(cls.__init__).parameters:
+            if issubclass(cls, Mechanism) and cls is not Mechanism:
                 names.add(name)
     return names
 
