@@ -2,13 +2,21 @@
 
 Public API (see DESIGN.md, accounting/): cost values :class:`PureDP`,
 :class:`ApproxDP`, :class:`ZCDP`, :class:`GDP`; the :class:`Ledger` and its
-:class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`;
+:class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`; the
+journal's errors (:mod:`accounting.journal`, docs/threat-model.md);
 conversions in :mod:`accounting.convert`.
 """
 
 from accounting import convert, gdp, rdp
 from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
-from accounting.journal import JournalBusyError, JournalMismatchError
+from accounting.journal import (
+    JournalAnchorWarning,
+    JournalBusyError,
+    JournalCorruptError,
+    JournalMismatchError,
+    JournalReadOnlyError,
+    JournalReplacedError,
+)
 from accounting.ledger import Account, BudgetExceeded, Ledger, Receipt
 
 __all__ = [
@@ -20,8 +28,12 @@ __all__ = [
     "ApproxDP",
     "BudgetExceeded",
     "Cost",
+    "JournalAnchorWarning",
     "JournalBusyError",
+    "JournalCorruptError",
     "JournalMismatchError",
+    "JournalReadOnlyError",
+    "JournalReplacedError",
     "Ledger",
     "PureDP",
     "Receipt",

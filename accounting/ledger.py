@@ -718,9 +718,11 @@ class Ledger(Uncopyable):
     budget : PureDP, ApproxDP or ZCDP
         Total budget; must be positive (ε > 0, or ρ > 0).
     journal : str, os.PathLike or None
-        SQLite journal file (None: in memory only). Reopening the same file
-        with the same budget restores every split and charge; another budget
-        or relation raises :class:`~accounting.journal.JournalMismatchError`.
+        SQLite journal file (None: in memory only), hash-chained and anchored
+        (:mod:`accounting.journal`). Reopening the same file with the same
+        budget restores every split and charge; another budget or relation
+        raises :class:`~accounting.journal.JournalMismatchError`, a damaged,
+        empty or truncated file :class:`~accounting.journal.JournalCorruptError`.
     relation : {"replace_one", "add_remove"}
         Neighbouring relation the guarantee is stated under.
 
@@ -735,7 +737,7 @@ class Ledger(Uncopyable):
 
     _what = "Ledger"
 
-    def __init__(self, budget: Cost, journal: str | os.PathLike[str] | None = None, *,
+    def __init__(self, budget: Cost, journal: str | os.PathLike[str] | Journal | None = None, *,
                  relation: Relation = "replace_one") -> None:
         check_cost(budget, "budget")
         check_relation(relation)
@@ -758,29 +760,36 @@ class Ledger(Uncopyable):
         self._journal: Journal | None = None
         self.journal_path: str | None = None
         if journal is not None:
-            self._open_journal(Journal(journal), budget)
+            wanted = {"budget": cost_to_dict(budget), "relation": self.relation}
+            opened = journal if isinstance(journal, Journal) else Journal(journal, create=wanted)
+            self._open_journal(opened, budget, wanted)
 
     @classmethod
-    def from_journal(cls, journal: str | os.PathLike[str]) -> Ledger:
-        """Open an existing journal with the budget and relation it was written for."""
-        if not os.path.exists(journal):
-            raise FileNotFoundError(f"journal {os.fspath(journal)!r} does not exist")
-        probe = Journal(journal)
-        try:
-            meta = probe.read_meta()
-        finally:
-            probe.close()
-        if meta is None:
-            raise JournalMismatchError(f"journal {os.fspath(journal)!r} is empty (no budget recorded)")
-        return cls(cost_from_dict(meta["budget"]), journal, relation=meta["relation"])
+    def from_journal(cls, journal: str | os.PathLike[str], *, read_only: bool = False) -> Ledger:
+        """Open an existing journal with the budget and relation it was written for.
 
-    def _open_journal(self, journal: Journal, budget: Cost) -> None:
+        With ``read_only=True`` the file is opened with SQLite's ``mode=ro``
+        (``dpglm ledger show``): the ledger reports, and every charge or new
+        split raises :class:`~accounting.journal.JournalReadOnlyError`.
+        """
+        opened = Journal(journal, read_only=read_only)
+        try:
+            budget = cost_from_dict(opened.meta["budget"])
+            relation = opened.meta["relation"]
+        except BaseException:
+            opened.close()
+            raise
+        return cls(budget, opened, relation=relation)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the journal was opened read-only (charges and new splits are refused)."""
+        return self._journal is not None and self._journal.read_only
+
+    def _open_journal(self, journal: Journal, budget: Cost, wanted: dict[str, Any]) -> None:
         try:
             meta = journal.read_meta()
-            wanted = {"budget": cost_to_dict(budget), "relation": self.relation}
-            if meta is None:
-                journal.write_meta(wanted)
-            elif meta != wanted:
+            if meta != wanted:
                 raise JournalMismatchError(
                     f"journal {journal.path} was written for budget {cost_from_dict(meta['budget'])} "
                     f"({meta['relation']}), not {budget} ({self.relation}); refusing to start over"

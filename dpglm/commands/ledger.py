@@ -11,7 +11,14 @@ import argparse
 import math
 import sys
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from accounting import (
+    ZCDP,
+    ApproxDP,
+    BudgetExceeded,
+    JournalBusyError,
+    JournalMismatchError,
+    Ledger,
+)
 
 SWITCHING_REASON = (
     "paper Lemma 6.1 (proof: Lemma J.5): the exploration indices T_o \\ {t} are "
@@ -30,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="DP-SGD refits the optimizer budget is sized for: each costs ρ_max/refits (default 5)")
     demo.add_argument("--journal", default=None, help="SQLite journal file to write (default: in memory)")
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
-    show = sub.add_parser("show", help="print the report of a journal", description="Print the report of a journal.")
+    show = sub.add_parser("show", help="print the report of a journal (opened read-only)",
+                          description="Print the report of a journal, opened read-only.")
     show.add_argument("journal", help="SQLite journal written by a Ledger")
     show.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -72,7 +80,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with Ledger.from_journal(args.journal) as ledger:
+    """Report a journal opened read-only (SQLite ``mode=ro``): works on a 0444 file or a read-only directory.
+
+    A journal that cannot be trusted (empty, damaged, truncated, rolled back,
+    busy, missing) is one line on stderr naming the path, exit status 2.
+    """
+    try:
+        ledger = Ledger.from_journal(args.journal, read_only=True)
+    except (JournalMismatchError, JournalBusyError, FileNotFoundError, PermissionError) as error:
+        print(f"dpglm ledger show: {error}", file=sys.stderr)
+        return 2
+    with ledger:
         print(ledger.to_json() if args.json else ledger.report())
     return 0
 

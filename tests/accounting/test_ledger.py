@@ -11,7 +11,16 @@ import dp_accounting
 import pytest
 from dp_accounting import rdp
 
-from accounting import GDP, Account, ApproxDP, BudgetExceeded, Ledger, PureDP, Receipt, ZCDP
+from accounting import (
+    GDP,
+    ZCDP,
+    Account,
+    ApproxDP,
+    BudgetExceeded,
+    Ledger,
+    PureDP,
+    Receipt,
+)
 
 
 def paper_split(ledger: Ledger) -> dict[str, Account]:

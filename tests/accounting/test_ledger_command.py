@@ -57,3 +57,17 @@ def test_show_prints_the_report_of_a_journal(tmp_path, capsys):
 def test_demo_rejects_bad_arguments(argv, name):
     with pytest.raises(ValueError, match=name):
         run(argv)
+
+
+def test_show_refuses_a_damaged_or_missing_journal_in_one_line(tmp_path, capsys):
+    journal = tmp_path / "demo.db"
+    run(["demo", "--journal", str(journal), "--refits", "1"])
+    capsys.readouterr()
+    data = bytearray(journal.read_bytes())
+    data[data.rindex(b'"DPSGD"') + 2] ^= 1  # one flipped byte in the last charge's payload
+    journal.write_bytes(data)
+    assert run(["show", str(journal)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"dpglm ledger show: journal {journal}: row ") and "is damaged" in err and "\n" not in err
+    assert run(["show", str(tmp_path / "missing.db")]) == 2
+    assert "does not exist" in capsys.readouterr().err
