@@ -264,8 +264,8 @@ class RDP:
         return (RDP, (self.epsilons,))
 
     def __repr__(self) -> str:
-        at2 = float(self.epsilons[ORDERS.index(Fraction(2))])
-        return f"RDP(eps(2)={at2:.6g}, eps(32)={float(self.epsilons[ORDERS.index(Fraction(32))]):.6g})"
+        at2, at32 = (show(self.epsilons[ORDERS.index(Fraction(order))]) for order in (2, 32))  # no overflow
+        return f"RDP(eps(2)={at2}, eps(32)={at32})"
 
     __str__ = __repr__
 

@@ -345,12 +345,14 @@ HUGE = 10**400  # beyond any float: on main these charges raised OverflowError (
     (PureDP(1), None, PureDP(HUGE), "replace_one"),
     (ApproxDP(1, 1e-5), "gdp", GDP(HUGE), "add_remove"),
     (ApproxDP(1, 1e-5), "gdp", PureDP(HUGE), "replace_one"),  # μ ≤ 2√(2ε) = 2.8e200 beyond ε = 2000
+    (ApproxDP(1, 1e-5), "rdp", ZCDP(HUGE), "replace_one"),  # the curve αρ
+    (ApproxDP(1, 1e-5), "rdp", GDP(HUGE), "add_remove"),
 ])
 def test_an_over_budget_charge_of_any_size_is_refused_as_budget_exceeded(budget, child, cost, relation):
     ledger = Ledger(budget)
     account = ledger.split({"c": 1}, currency={"c": child})["c"] if child else ledger.root
     before, root_before = account.remaining, ledger.root.remaining
-    with pytest.raises(BudgetExceeded, match=r"e\+(200|399|400|799)"):  # a readable size in the message
+    with pytest.raises(BudgetExceeded, match=r"e\+(200|399|400|799|800)"):  # a readable size in the message
         account.charge(cost, mechanism="m", relation=relation)
     assert account.remaining == before and ledger.root.remaining == root_before
 
