@@ -146,13 +146,21 @@ class Engine:
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         _STACK.remove(self)
-        self.close()
+        self.close(abort=kind is not None)
 
-    def close(self) -> None:
-        """Stop every worker this engine started (an external cluster is only disconnected)."""
+    def close(self, abort: bool = False) -> None:
+        """Stop every worker this engine started (an external cluster is only disconnected).
+
+        ``abort`` (an exception or Ctrl-C is unwinding): local workers are terminated
+        instead of being waited for, so an interrupted command stops at once (its
+        finished cells are already in the manifest).
+        """
         if self._pool is not None:
+            if abort:
+                for process in list(getattr(self._pool, "_processes", {}).values()):
+                    process.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._client is not None:
