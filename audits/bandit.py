@@ -178,8 +178,12 @@ class CouplingReport:
     method: str = "noise coupling"
     statistic: str = "actions at rounds ≥ 2"
 
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready (``dpglm audit`` writes it)."""
+        return asdict(self)
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
         diverged = [d for d in self.first_divergences if d is not None]

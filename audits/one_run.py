@@ -58,8 +58,12 @@ class OneRunReport:
     def ratio(self) -> float:
         return self.epsilon_lower_bound / self.claimed_epsilon
 
+    def to_dict(self) -> dict:
+        """Every field and the ratio, JSON-ready (``dpglm audit`` writes it)."""
+        return {**asdict(self), "ratio": self.ratio}
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "ratio": self.ratio}, indent=2, sort_keys=True, default=str)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "

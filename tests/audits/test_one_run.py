@@ -23,3 +23,16 @@ def test_one_release_refutes_halved_sensitivity():
 def test_exactly_one_run():
     with pytest.raises(ValueError, match="one run"):
         OneRunGaussianAudit(1.0, canaries=1000).run(runs=2)
+
+
+def test_reports_without_score_distributions_are_written_by_the_command():
+    # dpglm audit writes strict_json(result.to_dict()) for every row, the one-run and coupling reports too.
+    import json
+
+    from audits.bandit import BanditCouplingAudit
+    from dpglm.experiments.results import strict_json
+
+    one_run = OneRunGaussianAudit(1.0, canaries=1000).run()
+    assert json.loads(strict_json(one_run.to_dict()))["ratio"] == pytest.approx(one_run.ratio)
+    coupling = BanditCouplingAudit(1.0, horizon=20).run(1)
+    assert json.loads(strict_json(coupling.to_dict()))["verdict"] == coupling.verdict
