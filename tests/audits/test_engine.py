@@ -100,3 +100,18 @@ def test_an_audit_is_pickled_as_its_recipe_without_its_ledger(build, ledgers_unp
     expected = np.concatenate([audit.scores(0, n, g).reshape(n, -1)
                                for n, g in zip(sizes, np.random.default_rng(4).spawn(3))])
     np.testing.assert_array_equal(audit.sample(0, 100, np.random.default_rng(4)), expected)
+
+
+def test_every_chunked_audit_of_the_catalogue_pickles_as_its_recipe():
+    from audits.base import Audit
+    from audits.catalogue import CATALOGUE
+
+    chunked = 0
+    for name, spec in sorted(CATALOGUE.items()):
+        audit = spec.build(spec.epsilons[0], True)
+        if not isinstance(audit, Audit):
+            continue  # single-release and coupling audits run in process
+        chunked += 1
+        copy = pickle.loads(pickle.dumps(audit))
+        assert type(copy) is type(audit) and copy.claim() == audit.claim(), name
+    assert chunked >= 10
