@@ -40,7 +40,8 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_laplace", "MAX_SCALE", "MAX_SIGMA2"]
+__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_gaussian_gdp_mu", "discrete_laplace", "MAX_SCALE",
+           "MAX_SIGMA2"]
 
 #: Largest integer scale t of :func:`discrete_laplace` (X = U + tV stays far inside int64).
 MAX_SCALE = 2**52
@@ -317,3 +318,47 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: int, size: int, *, _wide
         out[filled: filled + y.size] = y
         filled += y.size
     return out
+
+
+def discrete_gaussian_gdp_mu(sigma2: int, sensitivity: float, entries: int = 1) -> float:
+    """A μ′ such that adding i.i.d. N_ℤ(0, σ²) noise to ``entries`` integer coordinates is μ′-GDP.
+
+    For integer shifts of L2 norm ≤ Δ = ``sensitivity`` (grid units), σ² = ``sigma2``:
+
+        μ′ = (Δ + √m)/σ + 3η√m,   η = 2 Σ_{j≥1} exp(−2π²σ²j²),   m = ``entries``,
+
+    rounded up. Proof (``docs/float-safe-noise.md``, "Discrete Gaussian as GDP"): the
+    discrete Gaussian's CDF F satisfies Φ(k/σ)/(1+η) ≤ F(k) ≤ Φ((k+1)/σ) for k ≤ −1
+    (sum–integral comparison of the increasing density; Z = σ√(2π)(1+η′), 0 ≤ η′ ≤ η,
+    by Poisson summation) and the mirrored bounds for k ≥ 0, so ζ = Φ⁻¹∘F lies in
+    [k/σ − 1.26η, (k+1)/σ + 1.26η]. One coordinate shifted by an integer D is μ-GDP iff
+    μ ≥ sup_k ζ(k) − ζ(k − D) (monotone likelihood ratio: the tradeoff curve is the
+    chord polygon of the threshold tests; G_μ is convex), here ≤ (D + 1)/σ + 3η;
+    coordinates compose as √(Σμᵢ²) (Dong, Roth & Su 2022, Cor. 3.3), ≤ the formula by
+    Minkowski. The discrete Gaussian is *not* Δ/σ-GDP (its δ(ε) exceeds the Gaussian's);
+    the price here is a relative √m/Δ, ~2⁻²⁸ on the grids of ``mechanisms.lattice``.
+
+    Parameters
+    ----------
+    sigma2 : int
+        σ² in grid units, ≥ 1.
+    sensitivity : float
+        Δ > 0 in grid units.
+    entries : int
+        m ≥ 1 coordinates.
+
+    Returns
+    -------
+    float
+    """
+    s = _check_int("sigma2", sigma2, 1, 2**1000)
+    m = _check_int("entries", entries, 1, 2**62)
+    if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(sensitivity) or sensitivity <= 0:
+        raise ValueError(f"sensitivity must be a finite number > 0 (grid units), got {sensitivity!r}")
+    sigma = math.sqrt(s) * (1 - 2.0**-50)  # rounded down: μ′ rounded up
+    q = math.exp(-2 * math.pi**2 * s)
+    eta = 2 * q / (1 - q) * (1 + 2.0**-40) if q > 0 else 0.0  # Σ_{j≥1} q^{j²} ≤ q/(1 − q)
+    root_m = math.sqrt(m) * (1 + 2.0**-50)
+    mu = (float(sensitivity) + root_m) / sigma + 3 * eta * root_m
+    return float(np.nextafter(mu * (1 + 2.0**-50), np.inf))

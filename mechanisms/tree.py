@@ -55,6 +55,9 @@ because ‖A − A'‖_F² = ‖A‖_F² + ‖A'‖_F² − 2 tr(AA') ≤ ‖A�
 tr(AA') ≥ 0. The PSD test accepts a smallest eigenvalue ≥ −τ‖A‖_F (τ = 1e-12,
 rounding of x xᵀ); writing A = A₊ − A₋ with ‖A₋‖_F ≤ √d τ‖A‖_F gives
 tr(AA') ≥ −2√d τ ‖A‖_F ‖A'‖_F, so the charge uses Δ·√(1 + 2√d τ) in place of Δ.
+An element given as :class:`OuterProduct` (x and a checked weight w ≥ 0) is formed
+as w·x xᵀ by the mechanism itself: PSD up to 2⁻⁵²‖A‖_F by construction, inside τ,
+so no eigenvalue test is run for it (the policies' V and H trees use this path).
 
 Float slack on the norm. A unit vector normalised in floating point has
 ‖x‖² = 1 ± a few ulps (113 of 1000 random x xᵀ have ‖x xᵀ‖_F = 1 + 4e-16 > 1,
@@ -77,13 +80,13 @@ import numpy as np
 
 from accounting import ZCDP
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
-from mechanisms.lattice import GaussianLattice, NoiseStream, round_to_grid
+from mechanisms.lattice import GaussianLattice, NoiseStream
 from mechanisms.noise import element_bound, round_up
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
-__all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "check_stream_shape", "tree_depth",
-           "StreamElements"]
+__all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "OuterProduct", "check_stream_shape",
+           "tree_depth", "StreamElements"]
 
 PSD_TOLERANCE = 1e-12
 #: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
@@ -113,6 +116,60 @@ def check_stream_shape(shape: object) -> tuple[int, ...]:
     if len(shape) not in (1, 2) or min(shape) < 1 or (len(shape) == 2 and shape[0] != shape[1]):
         raise ValueError(f"shape must be (d,) or square (d, d) with d >= 1, got {shape}")
     return shape
+
+
+class OuterProduct(np.ndarray):
+    """The matrix w·x xᵀ, formed here from a vector x and a checked weight w ≥ 0: PSD by construction.
+
+    A (d, d) read-only array (usable wherever the matrix is: exact designs, sums)
+    that also remembers x and w. A ``psd=True`` stream given an ``OuterProduct``
+    re-forms w·x xᵀ from x and w itself and needs no eigenvalue check: w·xᵢxⱼ in
+    floats is symmetric exactly and within 2⁻⁵² relative of the PSD matrix
+    w·x xᵀ entrywise, so its smallest eigenvalue is ≥ −2⁻⁵²‖A‖_F, inside the
+    tolerance τ = 10⁻¹² the charge already pays for (module docstring). Arrays
+    derived from it (slices, sums, views) are plain arrays and checked as such.
+
+    Parameters
+    ----------
+    x : array_like
+        A finite real vector of shape (d,).
+    weight : float
+        w, finite and ≥ 0 (e.g. μ̇(xᵀθ)/e in the H-tree).
+    """
+
+    def __new__(cls, x: object, weight: float = 1.0) -> "OuterProduct":
+        if isinstance(x, (bool, np.bool_)):
+            raise TypeError("x must be a real vector, got a bool")
+        vector = np.asarray(x)
+        if vector.dtype.kind not in "fiu":
+            raise TypeError(f"x must be a real vector, got dtype {vector.dtype}")
+        if vector.ndim != 1 or vector.size < 1:
+            raise ValueError(f"x must have shape (d,) with d >= 1, got {vector.shape}")
+        vector = np.array(vector, dtype=float)
+        if not math.isfinite(float(vector.dot(vector))):  # finite iff every entry is (and ‖x‖² fits a float)
+            raise ValueError("x must be finite (no NaN or infinity), with ‖x‖² finite")
+        if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.integer, np.floating)):
+            raise TypeError(f"weight must be a real number, got {type(weight).__name__}")
+        weight = float(weight)
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+        matrix = weight * (vector[:, None] * vector)
+        matrix.setflags(write=False)
+        vector.setflags(write=False)
+        obj = matrix.view(cls)
+        obj.vector, obj.weight = vector, weight
+        return obj
+
+    def __array_finalize__(self, obj: object) -> None:
+        self.vector, self.weight = None, None  # only __new__ vouches for the content
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object) -> object:
+        plain = tuple(np.asarray(i) if isinstance(i, OuterProduct) else i for i in inputs)
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+    def __reduce__(self) -> tuple:
+        return (OuterProduct, (np.asarray(self.vector), self.weight)) if self.vector is not None \
+            else np.asarray(self).__reduce__()
 
 
 class StreamElements:
@@ -165,6 +222,25 @@ class StreamElements:
         self.charged_sensitivity = float(np.nextafter(np.nextafter(self.sensitivity * inflation, np.inf), np.inf))
         self.accepted_norm = self.element_bound * (1.0 + NORM_SLACK)
 
+    def _check_outer(self, element: OuterProduct) -> np.ndarray:
+        """w·x xᵀ re-formed from (x, w): symmetric and PSD by construction (see :class:`OuterProduct`)."""
+        if element.vector.shape != self.shape[:1]:
+            raise ValueError(f"x must have shape {self.shape[:1]} for an OuterProduct element, "
+                             f"got {element.vector.shape}")
+        array = element.weight * (element.vector[:, None] * element.vector)
+        # ‖w x xᵀ‖_F = w‖x‖², computed from the matrix as for any element.
+        self._check_norm(math.sqrt(float(np.vdot(array, array))))
+        return array
+
+    def _check_norm(self, norm: float) -> None:
+        if norm > self.accepted_norm:
+            kind = "Frobenius" if len(self.shape) == 2 else "L2"
+            raise ValueError(
+                f"x has {kind} norm {norm!r} > {self.element_bound!r} (1 + {NORM_SLACK:g}), the bound certified by "
+                f"sensitivity={self.sensitivity!r} under relation={self.relation!r}"
+                + (" with psd=True" if self.psd else "")
+            )
+
     def check(self, x: object, t: int) -> np.ndarray:
         """Validate element number ``t + 1`` and return it as a float array (symmetrised if a matrix).
 
@@ -176,6 +252,8 @@ class StreamElements:
         """
         if t >= self.horizon:
             raise ValueError(f"horizon exceeded: all {self.horizon} elements (horizon={self.horizon}) already appended")
+        if isinstance(x, OuterProduct) and x.vector is not None and self.psd:
+            return self._check_outer(x)
         if isinstance(x, (bool, np.bool_)):
             raise TypeError("x must be a real array, got a bool")
         array = np.asarray(x)
@@ -196,13 +274,7 @@ class StreamElements:
             smallest = float(np.linalg.eigvalsh(array)[0])
             if smallest < -PSD_TOLERANCE * norm:
                 raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
-        if norm > self.accepted_norm:
-            kind = "Frobenius" if len(self.shape) == 2 else "L2"
-            raise ValueError(
-                f"x has {kind} norm {norm!r} > {self.element_bound!r} (1 + {NORM_SLACK:g}), the bound certified by "
-                f"sensitivity={self.sensitivity!r} under relation={self.relation!r}"
-                + (" with psd=True" if self.psd else "")
-            )
+        self._check_norm(norm)
         return array
 
 
@@ -256,18 +328,29 @@ class NodeNoise:
         self.entries = int(np.prod(shape))
         # ``rows`` nodes moved by one element together (factorization: all T rows of Cx) round jointly.
         self.lattice = GaussianLattice(sigma, sensitivity, self.entries * rows)
+        self.grid = self.lattice.grid
+        self._inverse = 1.0 / self.grid  # a power of two: x·(1/g) = x/g exactly
         self.stream = NoiseStream(self.lattice, rng, block=max(4096, 64 * self.entries))
         self.symmetric = len(shape) == 2
+        self._ready = np.zeros((0, *shape))
+        self._at = 0
+
+    def noise(self, count: int) -> np.ndarray:
+        """``count`` node noises stacked on a new first axis (exact grid multiples), scaled a block at a time."""
+        if self._at + count > self._ready.shape[0]:
+            nodes = max(count, self.stream.block // self.entries)
+            fresh = self.lattice.scale(self.stream.take(nodes * self.entries), (nodes, *self.shape), self.symmetric)
+            self._ready, self._at = np.concatenate((self._ready[self._at:], fresh)), 0
+        out = self._ready[self._at: self._at + count]
+        self._at += count
+        return out
 
     def noisy(self, node: np.ndarray) -> np.ndarray:
         """fl(g·rint(node/g) + node noise): one float-safe noisy node."""
-        rounded = round_to_grid(node, self.lattice.grid)
-        return rounded + self.lattice.scale(self.stream.take(self.entries), self.shape, self.symmetric)
-
-    def noise(self, count: int) -> np.ndarray:
-        """``count`` node noises stacked on a new first axis (exact grid multiples)."""
-        units = self.stream.take(count * self.entries)
-        return self.lattice.scale(units, (count, *self.shape), self.symmetric)
+        units = np.rint(node * self._inverse)
+        if not math.isfinite(float(units.sum())):
+            raise ValueError(f"x is too large for the noise grid {self.grid!r} (|x|/grid overflows a float)")
+        return units * self.grid + self.noise(1)[0]
 
 
 class ContinualRelease(Mechanism, abc.ABC):
@@ -381,7 +464,8 @@ class BinaryTreeMechanism(ContinualRelease):
 
     Memory O(L·d²): only the partial sums along the current binary counter (one
     exact and one noisy node per level). Work per append O(L·d²), plus an O(d³)
-    eigenvalue check with ``psd=True``.
+    eigenvalue check with ``psd=True`` — skipped for an :class:`OuterProduct` element
+    (w·x xᵀ formed by the mechanism, PSD by construction).
 
     Parameters
     ----------

@@ -51,6 +51,7 @@ import numpy as np
 
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.base import _NORM_TOLERANCE, Policy, clip_to_unit_ball
+from mechanisms.tree import OuterProduct
 
 __all__ = [
     "Constraint",
@@ -586,14 +587,14 @@ class RarelySwitchingBandit(Policy):
         if explored:
             self._x_o.append(x)
             self._y_o.append(r)
-            self.design_v.append(x[:, None] * x)
+            self.design_v.append(OuterProduct(x))  # x xᵀ, formed (and known PSD) by the tree
             self.design_h.append(None)
         else:
             self._x_h.append(x)
             self._y_h.append(r)
             weight = float(self.family.dmu(x.dot(self.theta_o))) / math.e
             self.design_v.append(None)
-            self.design_h.append(weight * (x[:, None] * x))
+            self.design_h.append(OuterProduct(x, weight))  # weight·x xᵀ, weight = μ̇/e ≥ 0
 
     def _refit_o(self, v_t: np.ndarray) -> None:
         """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7); on success ``V_o ← V_t``.
