@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
+from dpglm._validation import check_max_steps
 from dpglm.bai.top_two import BAIResult, _check_mu
 from mechanisms import LaplaceMechanism
 
@@ -79,6 +80,7 @@ class DPSE:
             raise ValueError(f"n_runs must be an integer >= 1, got {n_runs!r}")
         env_rng, noise_rng = rng.spawn(2)
         R, K = int(n_runs), self.mu.size
+        max_steps = check_max_steps(max_steps, K)
         ledgers = [Ledger(PureDP(self.epsilon)) for _ in range(R)]
         mechs = [LaplaceMechanism(l.root, 1.0, noise_rng, cost=PureDP(self.epsilon)) for l in ledgers]
         active = np.ones((R, K), dtype=bool)

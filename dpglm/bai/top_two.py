@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
+from dpglm._validation import check_max_steps, real_array
 from dpglm.bai.divergences import _d_plus, _transport_cost
 from dpglm.bai.mixture_threshold import MixtureThreshold, laplace_log_mgf
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
@@ -189,7 +190,9 @@ class _Estimator:
 
 
 def _check_mu(mu: ArrayLike) -> np.ndarray:
-    mu = np.asarray(mu, dtype=float).ravel()
+    mu = real_array("mu", mu)
+    if mu.ndim != 1:
+        raise ValueError(f"mu must be a 1-D array of >= 2 Bernoulli means in [0, 1], got shape {mu.shape}")
     if mu.size < 2 or np.any(~((mu >= 0) & (mu <= 1))):
         raise ValueError(f"mu must hold >= 2 Bernoulli means in [0, 1], got {mu!r}")
     if np.sum(mu == mu.max()) > 1:
@@ -290,6 +293,7 @@ class _TopTwo:
             raise ValueError(f"n_runs must be an integer >= 1, got {n_runs!r}")
         env_rng, noise_rng, tie_rng = rng.spawn(3)
         R, K = int(n_runs), self.mu.size
+        max_steps = check_max_steps(max_steps, K)
         est = _Estimator(R, K, self.epsilon, noise_rng, self.eta, self.forget, self.private)
         N = np.ones((R, K), dtype=np.int64)
         n_lead = np.zeros((R, K), dtype=np.int64)

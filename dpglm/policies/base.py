@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from dpglm._validation import check_int, check_reward, real_array
+
 __all__ = ["Policy"]
 
 _NORM_TOLERANCE = 1e-9
@@ -38,8 +40,7 @@ class Policy(ABC):
     name: str = "policy"
 
     def __init__(self, d: int, *, reward_bound: float = 1.0) -> None:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-            raise ValueError(f"d must be an int >= 1, got {d!r}")
+        d = check_int("d", d)
         reward_bound = float(reward_bound)
         if not np.isfinite(reward_bound) or reward_bound <= 0:
             raise ValueError(f"reward_bound must be a finite number > 0, got {reward_bound}")
@@ -60,8 +61,8 @@ class Policy(ABC):
 
     # -- boundary checks --------------------------------------------------------------
     def _check_arms(self, arms: np.ndarray) -> np.ndarray:
-        """``arms`` as a float (K, d) array; ValueError on shape, NaN, or ‖x‖ > 1."""
-        arms = np.asarray(arms, dtype=float)
+        """``arms`` as a float (K, d) array; TypeError unless real; ValueError on shape, NaN, or ‖x‖ > 1."""
+        arms = real_array("arms", arms)
         if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
             raise ValueError(f"arms must have shape (K, {self.d}) with K >= 1, got {arms.shape}")
         largest = float(np.einsum("ij,ij->i", arms, arms).max())
@@ -72,8 +73,5 @@ class Policy(ABC):
         return arms
 
     def _check_reward(self, reward: float) -> float:
-        """``reward`` as a float; ValueError unless it is finite and in [0, R]."""
-        r = float(reward)
-        if not (0.0 <= r <= self.reward_bound):
-            raise ValueError(f"reward must lie in [0, R] = [0, {self.reward_bound}], got {reward!r}")
-        return r
+        """``reward`` as a float; TypeError unless a real number, ValueError unless in [0, R]."""
+        return check_reward(reward, self.reward_bound)

@@ -84,6 +84,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from accounting import ApproxDP, BudgetExceeded, Ledger
+from dpglm._validation import check_horizon_left, check_round_order
 from dpglm.design import g_optimal_design
 from dpglm.envs import ContextualGLMEnv
 from dpglm.glm import GLMFamily, get_family, kappa_support
@@ -593,8 +594,8 @@ class BatchedGLMBandit(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """Draw an arm from this round's (scaled, eliminated) G-optimal design (paper Alg. 1)."""
         arms = self._check_arms(arms)
-        if self._pending is not None:
-            raise ValueError("observe(reward) must be called before the next choose(arms)")
+        check_round_order(self._pending, "choose")
+        check_horizon_left(self.t, self.horizon)
         row = None
         if self._plan is not None:
             start, planned, table = self._plan

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from dpglm._validation import check_round_order
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
 
@@ -168,6 +169,7 @@ class ECOLog(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """argmax μ(⟨x, θ_t⟩) + β_t ‖x‖_{W_t⁻¹}."""
         arms = self._check_arms(arms)
+        check_round_order(self._last, "choose")
         self.t += 1
         widths = np.sqrt(np.einsum("ki,ki->k", arms @ self.W_inv, arms))
         index = self.family.mu(arms @ self.theta) + self.radius() * widths

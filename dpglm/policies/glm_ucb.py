@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpglm._validation import check_round_order
 from dpglm.glm import GLMFamily, fit_mle, get_family
 from dpglm.policies.base import Policy
 
@@ -110,6 +111,7 @@ class GLMUCB(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """argmax μ(⟨x, θ̂⟩) + ρ(t)‖x‖_{V⁻¹} (Filippi et al. 2010, Algorithm 1)."""
         arms = self._check_arms(arms)
+        check_round_order(self._last, "choose")
         widths = np.sqrt(np.einsum("ki,ki->k", arms @ self.V_inv, arms))
         index = self.family.mu(arms @ self.theta_hat) + self.bonus_width() * widths
         choice = int(np.argmax(index))

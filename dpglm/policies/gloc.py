@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpglm._validation import check_round_order
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
 from dpglm.policies.glm_ucb import kappa_baseline_constants, link_lipschitz
@@ -142,6 +143,7 @@ class GLOC(Policy):
     def choose(self, arms: np.ndarray) -> int:
         """argmax of the optimistic index (Jun et al. 2017, Alg. 1, line 3)."""
         arms = self._check_arms(arms)
+        check_round_order(self._last, "choose")
         widths = np.sqrt(np.einsum("ki,ki->k", arms @ self.A_inv, arms))
         radius = np.sqrt(max(self.beta(), 0.0))
         if self.preset == "paper-simulation":

@@ -78,6 +78,7 @@ from typing import Any
 import numpy as np
 
 from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger
+from dpglm._validation import check_int, check_positive
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
     _NORM_SQ_BOUND,
@@ -450,6 +451,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
     ) -> None:
         from mechanisms.optim import DPSGD
 
+        d, horizon, S = check_int("d", d), check_int("horizon", horizon), check_positive("S", S)
         family = get_family(family)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
@@ -562,6 +564,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             design_h=TreeDesign(h_tree, params.lam_h),
             estimator_o=estimator_o,
             estimator_tau=estimator_tau,
+            horizon=horizon,
         )
         self.preset = preset if not given_params else "custom"
 

@@ -49,6 +49,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from dpglm._validation import check_horizon_left, check_int, check_positive, check_round_order, real_array
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.base import _NORM_TOLERANCE, Policy, clip_to_unit_ball
 from mechanisms.tree import OuterProduct
@@ -255,11 +256,9 @@ def rs_glinucb_parameters(
 
 
 def _check_problem(d: int, horizon: int, S: float) -> None:
-    for name, value in (("d", d), ("horizon", horizon)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if not (isinstance(S, (int, float)) and math.isfinite(S) and S > 0):
-        raise ValueError(f"S must be a finite number > 0, got {S!r}")
+    check_int("d", d)
+    check_int("horizon", horizon)
+    check_positive("S", S)
 
 
 def _check_delta(delta: float) -> float:
@@ -439,8 +438,10 @@ class RarelySwitchingBandit(Policy):
         design_h: DesignStatistic,
         estimator_o: Estimator,
         estimator_tau: Estimator,
+        horizon: int | None = None,
     ) -> None:
         self.family = get_family(family)
+        self.horizon = None if horizon is None else check_int("horizon", horizon)
         super().__init__(d, reward_bound=self.family.reward_bound)
         if not isinstance(params, RarelySwitchingParameters):
             raise TypeError(f"params must be RarelySwitchingParameters, got {type(params).__name__}")
@@ -528,11 +529,12 @@ class RarelySwitchingBandit(Policy):
     # -- the protocol -----------------------------------------------------------------
     def choose(self, arms: np.ndarray) -> int:
         """Paper Alg. 2, lines 3–14: θ̂_o refit and Criterion II (from V, H only), then Criterion I, else elimination and UCB."""
-        arms = np.asarray(arms, dtype=float)
+        arms = real_array("arms", arms)  # a complex arm is refused, not cast
         if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
             self._check_arms(arms)  # raises the boundary's ValueError
-        if self._pending is not None:
-            raise ValueError("observe(reward) must be called before the next choose(arms)")
+        check_round_order(self._pending, "choose")
+        if self.horizon is not None:
+            check_horizon_left(self.t, self.horizon)
         p = self.params
         # θ̂_o refit (Alg. 2, line 7, moved to the round start): V changes only when a
         # leaf entered it, and an unchanged V cannot newly satisfy the growth rule.
@@ -691,5 +693,6 @@ class RSGLinUCB(RarelySwitchingBandit):
             design_h=ExactDesign(d, params.lam_h),
             estimator_o=MLEEstimator(family, params.fit_lam),
             estimator_tau=MLEEstimator(family, params.fit_lam),
+            horizon=horizon,
         )
         self.preset = preset_name

@@ -1,0 +1,119 @@
+"""Boundary checks shared by the policies and the BAI algorithms: one helper per kind of argument.
+
+Each raises a one-line ``TypeError`` (wrong kind) or ``ValueError`` (out of range)
+that names the argument and its allowed range, so that bad input never reaches
+arithmetic that would fail obscurely (``math domain error``, ``IndexError``) or,
+worse, silently (a complex arm's imaginary part dropped by ``float``, a negative
+step budget taken as a stopping time). The checks of a positive real and of a
+generator are the mechanisms' own (:mod:`mechanisms.release`), re-exported here.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from mechanisms.release import check_generator, check_positive
+
+__all__ = [
+    "check_generator",
+    "check_horizon_left",
+    "check_int",
+    "check_max_steps",
+    "check_positive",
+    "check_reward",
+    "check_round_order",
+    "real_array",
+]
+
+
+def check_int(name: str, value: object, low: int = 1, *, why: str = "") -> int:
+    """Return ``value`` as an int if it is an integer (not a bool, not a float) and ``>= low``.
+
+    ``why`` explains the lower bound in the message.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer (``'3'``, ``2.5``, ``nan``, ``True``).
+    ValueError
+        If ``value < low``.
+    """
+    allowed = f"an int >= {low}" + (f" ({why})" if why else "")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return int(value)
+
+
+def real_array(name: str, value: object) -> np.ndarray:
+    """``value`` as a float array if its entries are real numbers (integer or floating dtype).
+
+    Raises
+    ------
+    TypeError
+        If the entries are complex (the imaginary part would be dropped), boolean,
+        strings or objects; the message names ``name`` and the dtype.
+    """
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers (int or float dtype), got dtype {array.dtype}")
+    return array.astype(float, copy=False)
+
+
+def check_reward(reward: object, bound: float) -> float:
+    """Return ``reward`` as a float if it is a real number in [0, ``bound``].
+
+    Raises
+    ------
+    TypeError
+        If ``reward`` is not a real number (``None``, a string, a complex number).
+    ValueError
+        If it is NaN or outside [0, ``bound``].
+    """
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"reward must be a real number in [0, R] = [0, {bound}], got {type(reward).__name__}")
+    r = float(reward)
+    if not (0.0 <= r <= bound):
+        raise ValueError(f"reward must lie in [0, R] = [0, {bound}], got {reward!r}")
+    return r
+
+
+def check_round_order(pending: object, calling: str) -> None:
+    """A round is ``choose(arms)`` then ``observe(reward)``: refuse a second ``choose`` or an early ``observe``.
+
+    ``pending`` is what the policy kept from its last ``choose`` (``None`` if
+    observed since); ``calling`` is ``"choose"`` or ``"observe"``.
+
+    Raises
+    ------
+    ValueError
+        ``choose`` with a round pending, or ``observe`` without one.
+    """
+    if calling == "choose" and pending is not None:
+        raise ValueError("observe(reward) must be called before the next choose(arms)")
+    if calling == "observe" and pending is None:
+        raise ValueError("choose(arms) must be called before observe(reward)")
+
+
+def check_horizon_left(t: int, horizon: int) -> None:
+    """Refuse a round beyond the horizon the policy was built (and, if private, charged) for.
+
+    Raises
+    ------
+    ValueError
+        If ``t`` rounds (``t >= horizon``) have already been played.
+    """
+    if t >= horizon:
+        raise ValueError(f"horizon exceeded: all {horizon} rounds (horizon={horizon}) already played")
+
+
+def check_max_steps(max_steps: object, n_arms: int) -> int:
+    """The step budget of a best-arm identification run: an int >= K (every arm is pulled once first).
+
+    A smaller budget (or −1) would be reported as the stopping time of a run that
+    already made K pulls. Raises as :func:`check_int`.
+    """
+    return check_int("max_steps", max_steps, n_arms, why=f"K = {n_arms} arms, each pulled once first")
