@@ -644,7 +644,7 @@ class JointDPGLMBandit(RarelySwitchingBandit):
                 preconditioner=newton_metric(design_v, params.floor_v, 1.0 / kappa_star_bound(family, S)),
             )
         RarelySwitchingBandit.__init__(self, family, d, params, design_v=design_v, design_h=design_h,
-                                       estimator_o=estimator_o, estimator_tau=estimator_tau)
+                                       estimator_o=estimator_o, estimator_tau=estimator_tau, horizon=horizon)
         self.preset = "tight" if not given else "custom"
 
     def diagnostics(self) -> dict[str, Any]:
