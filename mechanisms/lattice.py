@@ -51,10 +51,18 @@ GAUSSIAN_BITS = 28
 LAPLACE_BITS = 40
 
 
+#: Smallest grid: g·n stays a normal float (exact) for every integer n ≠ 0.
+_MIN_GRID = 2.0**-1000
+
+
 def _grid_below(value: float, bits: int) -> float:
-    """2^(⌊log₂ value⌋ − bits): a power of two, from the public noise parameter only."""
+    """2^(⌊log₂ value⌋ − bits), at least 2⁻¹⁰⁰⁰: a power of two, from the public noise parameter only.
+
+    The floor keeps g·n exact for noise parameters below ~2⁻⁹⁷⁰ (whose costs no real
+    budget pays); the calibration then simply uses fewer bits.
+    """
     _, exponent = math.frexp(value)  # value = m·2^exponent, m ∈ [1/2, 1)
-    return math.ldexp(1.0, exponent - 1 - bits)
+    return max(math.ldexp(1.0, exponent - 1 - bits), _MIN_GRID)
 
 
 def _sqrt_up(m: int) -> Fraction:
