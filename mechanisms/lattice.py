@@ -41,7 +41,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from mechanisms.discrete import MAX_SCALE, MAX_SIGMA2, discrete_gaussian, discrete_laplace
+from mechanisms.discrete import MAX_SCALE, MAX_SIGMA2, discrete_gaussian, discrete_gaussian_gdp_mu, discrete_laplace
 
 __all__ = ["GAUSSIAN_BITS", "LAPLACE_BITS", "GaussianLattice", "LaplaceLattice", "NoiseStream", "round_to_grid"]
 
@@ -129,6 +129,17 @@ class GaussianLattice:
                 f"sigma/sensitivity * sqrt(entries) = {sigma / sensitivity * math.sqrt(entries):.3g} is too large "
                 f"for exact discrete Gaussian noise on the grid (sigma^2 in grid units {self.sigma2} > 2^62)")
         self.noise_inflation = math.sqrt(self.sigma2) * self.grid / sigma - 1.0
+
+    def gdp_mu(self, sensitivity: float, entries: int) -> float:
+        """A μ′ ≥ Δ/σ with which this lattice's release of ``entries`` coordinates is μ′-GDP.
+
+        The rounded statistic moves by at most (Δ + g√m)/g grid steps in L2, and the
+        discrete Gaussian of variance S is then μ′-GDP with μ′ from
+        :func:`mechanisms.discrete.discrete_gaussian_gdp_mu` (``docs/float-safe-noise.md``,
+        "Discrete Gaussian as GDP"). Relative excess over Δ/σ: about 2·2⁻²⁸·(σ/Δ)·√m.
+        """
+        steps = (float(sensitivity) + self.grid * math.sqrt(entries)) / self.grid * (1 + 2.0**-50)
+        return discrete_gaussian_gdp_mu(self.sigma2, steps, int(entries))
 
     def integers(self, rng: np.random.Generator, count: int) -> np.ndarray:
         """``count`` i.i.d. N_ℤ(0, S) draws (grid units)."""

@@ -74,3 +74,14 @@ def test_bad_arguments():
         discrete_gaussian_gdp_mu(4, 0.0)
     with pytest.raises(ValueError, match="sigma2"):
         discrete_gaussian_gdp_mu(0, 1.0)
+
+
+@pytest.mark.parametrize("sigma, sensitivity, entries", [(1.0, 1.0, 1), (8.3, 1.414, 9), (0.01, 2.0, 100)])
+def test_lattice_gdp_mu_is_barely_above_delta_over_sigma(sigma, sensitivity, entries):
+    """On the mechanisms' grids the GDP price of discreteness is ~2⁻²⁸·(σ/Δ)·√m relative."""
+    from mechanisms.lattice import GaussianLattice
+
+    lattice = GaussianLattice(sigma, sensitivity, entries)
+    mu = lattice.gdp_mu(sensitivity, entries)
+    nominal = sensitivity / sigma
+    assert nominal <= mu <= nominal * (1 + 8 * 2.0**-28 * max(1.0, sigma / sensitivity) * math.sqrt(entries))
