@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ε of Private-GLM (default 2 4 8)")
     parser.add_argument("--preset", default="tight", choices=("tight", "calibrated", "paper-simulation", "theory"),
                         help="Private-GLM preset (default tight)")
+    parser.add_argument("--baselines", nargs="+", default=None, choices=list(BASELINE_STYLE),
+                        help="non-private curves to run (default: each panel's own; unknown to a panel: skipped)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/fig1",
                         help="output directory (default results/fig1); a rerun resumes the runs it lacks")
@@ -75,8 +77,11 @@ def build_sweep(panel: str, args: argparse.Namespace):
         raise ValueError(f"--horizon must be >= 1, got {horizon}")
     if not args.epsilons or any(not (math.isfinite(e) and e > 0) for e in args.epsilons):
         raise ValueError(f"--epsilons must be finite numbers > 0, got {args.epsilons}")
+    baselines = spec["baselines"]
+    if getattr(args, "baselines", None) is not None:
+        baselines = tuple(b for b in baselines if b in args.baselines)
     return Sweep(
-        algorithms=(f"Private-GLM:{args.preset}",) + spec["baselines"],
+        algorithms=(f"Private-GLM:{args.preset}",) + baselines,
         instances=(Instance(spec["family"], spec["d"], 20, spec["S"], horizon),),
         epsilons=tuple(args.epsilons),
         delta=0.02,

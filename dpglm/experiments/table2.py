@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--presets", nargs="+", default=["tight", "calibrated", "paper-simulation"],
                         choices=("tight", "calibrated", "paper-simulation", "theory"),
                         help="Private-GLM presets to run (default: tight calibrated paper-simulation)")
+    parser.add_argument("--baselines", nargs="+", default=None, choices=("GLM-UCB", "GLOC", "RS-GLinUCB"),
+                        help="non-private rows to run (default GLM-UCB GLOC RS-GLinUCB; no GLM-UCB with --quick)")
     parser.add_argument("--horizon", type=int, default=None, help="T (default 5000; 300 with --quick)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/table2",
@@ -73,6 +75,8 @@ def build_sweep(args: argparse.Namespace):
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
     private = tuple(f"Private-GLM:{p}" for p in args.presets)
     baselines = ("RS-GLinUCB", "GLOC") if args.quick else ("GLM-UCB", "GLOC", "RS-GLinUCB")
+    if getattr(args, "baselines", None) is not None:
+        baselines = tuple(b for b in ("GLM-UCB", "GLOC", "RS-GLinUCB") if b in args.baselines)
     return Sweep(
         algorithms=private + baselines,
         instances=tuple(Instance("probit", 3, 20, S, horizon) for S in PAPER_KAPPA),
