@@ -93,6 +93,7 @@ class MixtureThreshold:
 
     provable = True
     pairwise = True
+    data_dependent = True
 
     def __init__(self, n_arms: int, delta: float, epsilon: float, eta: float = 1.0, *,
                  noise_log_mgf: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -119,14 +120,13 @@ class MixtureThreshold:
         self._g: dict[int, np.ndarray] = {}
         self._pair: dict[tuple[int, int], float] = {}
 
-    def log_phi_lower(self, k: int) -> np.ndarray:
-        """Ĝ_k on the grid ``self.f``: a lower bound of log Φ for an arm at phase k whose statistic is F.
+    def _table(self, k: int):
+        """Per phase k: prefix minima PM[m, i] = min_{i_lo(m) ≤ i' ≤ i} J(cell i', f_m) (no factor e^F), and u-cell left ends.
 
-        Φ ≥ w₀ + (1 − w₀) inf_{u ∈ [u_min, 1]} J(u, F),
-        J(u, F) = ∫_0^∞ exp(F e^{−v} − kφ(u e^{−v})) / (1 + log(1/u) + v)² dv,
-        u = λ*/ε, u_min = min(1, √(8F/n_k)/ε) (docs/bai-threshold.md, Lemma 2).
-        Each u-cell [u_j, u_{j+1}] and v-cell takes every factor at its worst end,
-        so the table is a rigorous lower bound (up to float rounding).
+        J(u, F) = ∫_0^∞ exp(F e^{−v} − kφ(u e^{−v})) / (1 + log(1/u) + v)² dv, a lower
+        Riemann sum on cells (every factor at its worst end); cell i counts for the
+        F-cell [f_m, f_{m+1}] if it meets [u_min(f_m), u_max], u_min(F) = min(1, √(8F/n_k)/ε)
+        (docs/bai-threshold.md, Lemma 2).
         """
         if k in self._g:
             return self._g[k]
@@ -142,35 +142,98 @@ class MixtureThreshold:
             pen = np.exp(-k * self.phi(theta))
         prior = 1.0 / (1.0 + np.log(1.0 / u_left)[None, :] + self._v[1:, None]) ** 2  # worst: smallest u
         h = np.nan_to_num(pen, nan=0.0) * prior  # (nv, nu)
-        j = self._e @ h  # (nF, nu): J without the factor e^F
-        # cell j counts for F iff it meets [u_min(F), 1]
+        j = self._e @ h  # (nF, nu)
         u_min = np.minimum(1.0, np.sqrt(8 * self.f / n) / eps)
-        valid = u_right[None, :] >= u_min[:, None]
-        jmin = np.where(valid, j, np.inf).min(axis=1)
+        j = np.where(u_right[None, :] >= u_min[:, None], j, np.inf)
+        pm = np.minimum.accumulate(j, axis=1)
+        self._g[k] = (pm, u_left, n)
+        return self._g[k]
+
+    def _cell_lower(self, k: int, side_mean: np.ndarray | None = None) -> np.ndarray:
+        """Lower bounds of log Φ over each F-cell [f_m, f_{m+1}] (m = 0..len(f) − 2), for an arm at phase k.
+
+        ``side_mean`` (optional, any shape): the arm's clipped private mean seen from
+        the deviation's side (μ̃ for over-, 1 − μ̃ for under-estimation). For it in
+        (0, 1), λ*/ε ≤ u_max(F) = (F/n − log(1 − m))/(mε) (Lemma 2b), which removes
+        the noise penalty of large u when ε is large; without it, u_max = 1.
+        Returns shape side_mean.shape + (len(f) − 1,).
+        """
+        pm, u_left, n = self._table(k)
+        f_lo, f_hi = self.f[:-1], self.f[1:]
+        if side_mean is None:
+            lb = pm[:-1, -1]
+        else:
+            m = np.asarray(side_mean, dtype=float)[..., None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                u_max = np.where((m > 0) & (m < 1), (f_hi / n - np.log1p(-m)) / (m * self.epsilon), 1.0)
+            u_max = np.minimum(1.0, u_max * (1 + 1e-9))
+            i_hi = np.searchsorted(u_left, u_max, side="right") - 1
+            rows = np.broadcast_to(np.arange(len(f_lo)), i_hi.shape)
+            lb = np.where(i_hi >= 0, pm[rows, np.maximum(i_hi, 0)], np.inf)  # inf: no consistent F in the cell
         with np.errstate(divide="ignore", over="ignore"):
-            log_j = self.f + np.log(jmin)
-        g = np.logaddexp(np.log(_W0), np.log1p(-_W0) + log_j)
-        g[self.f < 1e-3] = np.log(_W0)  # below the u grid only the atom is counted
-        if np.any(np.diff(g) < 0):
-            raise RuntimeError("Ĝ is not monotone; please report this bug")
-        self._g[k] = g
-        return g
+            g = np.logaddexp(np.log(_W0), np.log1p(-_W0) + f_lo + np.log(lb))
+        return np.where(f_lo < 1e-3, np.log(_W0), g)  # below the u grid only the atom is counted
+
+    def _sup(self, ga: np.ndarray, gb: np.ndarray) -> np.ndarray:
+        """sup F_a + F_b over cells with ga[.., j] + gb[.., m] ≤ level: max f_{j+1} + f_{m+1} (rows batched).
+
+        ga, gb: (..., nf) cell lower bounds. A row-offset searchsorted does every row at
+        once; values are clipped to ±1e4 first (they are logs of Φ; the budget
+        level − ga lies in [level − 1e4, level + log(1/w₀)]), which keeps every comparison.
+        """
+        shape = np.broadcast_shapes(ga.shape, gb.shape)
+        ga = np.broadcast_to(ga, shape).reshape(-1, shape[-1])
+        gb = np.broadcast_to(gb, shape).reshape(-1, shape[-1])
+        p, nf = gb.shape
+        rb = np.minimum.accumulate(np.clip(gb, -1e4, 1e4)[:, ::-1], axis=1)[:, ::-1]  # non-decreasing rows
+        y = np.clip(self.level - ga, -1e4, 1e4)
+        off = (np.arange(p) * 1e5)[:, None]
+        idx = np.searchsorted((rb + off).ravel(), (y + off).ravel(), side="right").reshape(p, nf)
+        idx -= (np.arange(p) * nf)[:, None] + 1  # last feasible cell of b, per row (−1: none)
+        ok = idx >= 0
+        if np.any(ok & (idx >= nf - 1)) or np.any(ga[:, -1] + rb[:, 0] <= self.level):
+            raise RuntimeError("MixtureThreshold grid too short; raise f_max")
+        f_hi = self.f[1:]
+        val = np.where(ok, f_hi[None, :] + f_hi[np.maximum(idx, 0)], -np.inf)
+        return val.max(axis=1).reshape(shape[:-1])
+
+    def log_phi_lower(self, k: int) -> np.ndarray:
+        """Data-free lower bounds of log Φ per F-cell for an arm at phase k (u_max = 1)."""
+        return self._cell_lower(k)
 
     def pair(self, k_a: int, k_b: int) -> float:
-        """c(k_a, k_b): sup F_a + F_b over Ĝ_{k_a}(F_a) + Ĝ_{k_b}(F_b) ≤ log((K − 1)/δ), rounded outward."""
+        """Data-free c(k_a, k_b): sup F_a + F_b over Ĝ_{k_a}(F_a) + Ĝ_{k_b}(F_b) ≤ log((K − 1)/δ)."""
         key = (min(k_a, k_b), max(k_a, k_b))
         if key not in self._pair:
-            ga, gb = self.log_phi_lower(key[0]), self.log_phi_lower(key[1])
-            rest = self.level - ga  # budget left for arm b after F_a = f[j]
-            # sup{F_b : Ĝ_b(F_b) ≤ y} ≤ the first grid point where Ĝ_b > y
-            idx = np.searchsorted(gb, rest, side="right")
-            ok = rest >= gb[0]
-            if np.any(ok & (idx >= len(self.f))):
-                raise RuntimeError("MixtureThreshold grid too short; raise f_max")
-            fa_hi = np.append(self.f[1:], self.f[-1])  # F_a ∈ [f_j, f_{j+1}]
-            cand = fa_hi[ok] + self.f[np.minimum(idx[ok], len(self.f) - 1)]
-            self._pair[key] = float(cand.max())
+            self._pair[key] = float(self._sup(self._cell_lower(key[0]), self._cell_lower(key[1])))
         return self._pair[key]
+
+    def pair_data(self, k_lead: np.ndarray, m_lead: np.ndarray, k: np.ndarray, m: np.ndarray,
+                  lead: np.ndarray | None = None) -> np.ndarray:
+        """c(k_ã, k_a; μ̃_ã, μ̃_a) for R rows: lead (R,) over-estimated, every arm (R, K) under-estimated.
+
+        The threshold may depend on the private means (the Ville event does not), so
+        it is valid pointwise (docs/bai-threshold.md, "Data-dependent form").
+        Returns (R, K); the entries of column ``lead[r]`` (if given) are +inf.
+        """
+        k_lead, m_lead = np.asarray(k_lead), np.asarray(m_lead, dtype=float)
+        k, m = np.asarray(k), np.asarray(m, dtype=float)
+        nf = len(self.f) - 1
+        g_lead = np.empty((k_lead.size, nf))
+        for kk in np.unique(k_lead):
+            sel = k_lead == kk
+            g_lead[sel] = self._cell_lower(int(kk), m_lead[sel])
+        g_arm = np.empty(k.shape + (nf,))
+        for kk in np.unique(k):
+            sel = k == kk
+            g_arm[sel] = self._cell_lower(int(kk), 1.0 - m[sel])
+        out = np.full(k.shape, np.inf)
+        mask = np.ones(k.shape, dtype=bool)
+        if lead is not None:
+            mask[np.arange(k.shape[0]), np.asarray(lead)] = False
+        r_idx, a_idx = np.nonzero(mask)
+        out[r_idx, a_idx] = self._sup(g_lead[r_idx], g_arm[r_idx, a_idx])
+        return out
 
     def __call__(self, phase_a: ArrayLike, phase_b: ArrayLike) -> np.ndarray:
         """c(k_a, k_b) elementwise for broadcastable integer phase arrays (k ≥ 1)."""

@@ -68,11 +68,10 @@ def test_discrete_laplace_mgf_tends_to_the_continuous_one_and_matches_its_series
 
 
 def _deviation_paths(mu, eps, runs, phases, rng):
-    """Ñ d⁻(μ̃, μ) and Ñ d⁺(μ̃, μ) at every phase k = 1..phases, from GeometricBatchMean's releases."""
+    """Ñ d⁻(μ̃, μ), Ñ d⁺(μ̃, μ) and μ̃ at every phase k = 1..phases, from GeometricBatchMean's releases."""
     ledgers = [Ledger(PureDP(eps)) for _ in range(runs)]
     mech = GeometricBatchMean([l.root for l in ledgers], 1, eps, rng)
-    over = np.empty((runs, phases))
-    under = np.empty((runs, phases))
+    over, under, means = (np.empty((runs, phases)) for _ in range(3))
     for k in range(phases):
         add = (mech.next_refresh - mech.counts).astype(np.int64)
         released = mech.observe(add, rng.binomial(add, mu).astype(float))
@@ -81,31 +80,53 @@ def _deviation_paths(mu, eps, runs, phases, rng):
         m = np.clip(noisy / n, 0.0, 1.0)
         over[:, k] = n * d_minus(m, np.full_like(m, mu), eps)
         under[:, k] = n * d_plus(m, np.full_like(m, mu), eps)
-    return over, under
+        means[:, k] = m
+    return over, under, means
 
 
 def _crossing_runs(mu_a, mu_b, eps, delta, runs, phases, seed):
+    """Runs where some phase pair has D > c(k_a, k_b; μ̃_a, μ̃_b) (the data-dependent threshold the rule uses)."""
     th = MixtureThreshold(2, delta, eps)
     rng = np.random.default_rng(seed)
-    over, _ = _deviation_paths(mu_a, eps, runs, phases, rng)
-    _, under = _deviation_paths(mu_b, eps, runs, phases, rng)
+    over, _, m_a = _deviation_paths(mu_a, eps, runs, phases, rng)
+    _, under, m_b = _deviation_paths(mu_b, eps, runs, phases, rng)
     k = np.arange(1, phases + 1)
-    c = th(k[:, None], k[None, :])  # every pair of phases: any sampling rule
-    excess = over[:, :, None] + under[:, None, :] - c[None]
-    return int(np.sum(excess.max(axis=(1, 2)) > 0))
+    hits = 0
+    for r in range(runs):
+        # rows = phases of arm a (the over-estimated lead), columns = phases of arm b
+        c = th.pair_data(k, m_a[r], np.broadcast_to(k, (phases, phases)), np.broadcast_to(m_b[r], (phases, phases)))
+        hits += bool(np.any(over[r][:, None] + under[r][None, :] > c))
+    return hits
 
 
-@pytest.mark.parametrize("eps", [pytest.param(0.01, marks=pytest.mark.slow), 1.0,
-                                 pytest.param(100.0, marks=pytest.mark.slow)])
-def test_monte_carlo_crossings_stay_below_delta(eps):
+@pytest.mark.parametrize("eps,pairs,slow", [(1.0, [(0.0, 1.0), (0.9, 0.95)], False)] + [
+    pytest.param(e, [(0.0, 1.0), (0.5, 0.5), (0.05, 0.95), (0.9, 0.95), (0.001, 0.999)], True, marks=pytest.mark.slow)
+    for e in (0.01, 1.0, 100.0)])
+def test_monte_carlo_crossings_stay_below_delta(eps, pairs, slow):
     """K = 2, δ = 0.2: the crossing probability over all phase pairs up to 2^11 must not exceed δ.
 
     The Clopper–Pearson 99% lower limit of the crossing rate must stay below δ.
-    Measured (600 runs): 0–4 crossings per mean pair at ε = 0.01, 1, 100; with the
-    threshold halved, 158 of 600 at ε = 1 and means (0, 1), which fails this test.
+    The threshold is the data-dependent one the stopping rule uses (pair_data).
+    Measured (300 runs, 12 phases; mean pairs (0, 1), (½, ½), (0.05, 0.95), (0.9, 0.95),
+    (0.001, 0.999)): 1/0/0/0/1 crossings at ε = 0.01, 5/1/1/0/2 at ε = 1, 3/0/0/0/0 at ε = 100.
     """
-    delta, runs = 0.2, 300
-    for s, (mu_a, mu_b) in enumerate([(0.0, 1.0), (0.5, 0.5), (0.05, 0.95), (0.9, 0.95)]):
-        hits = _crossing_runs(mu_a, mu_b, eps, delta, runs, 12, (int(eps * 100), s))
+    delta, runs, phases = 0.2, (300 if slow else 120), (12 if slow else 10)
+    for s, (mu_a, mu_b) in enumerate(pairs):
+        hits = _crossing_runs(mu_a, mu_b, eps, delta, runs, phases, (int(eps * 100), s))
         lo = 0.0 if hits == 0 else beta_dist.ppf(0.005, hits, runs - hits + 1)
         assert lo < delta, (mu_a, mu_b, hits)
+
+
+def test_data_dependent_threshold_is_below_the_data_free_one():
+    """pair_data only narrows the range of λ*/ε, so it is never above pair(); at small ε nothing changes."""
+    for eps in (1e-3, 46.4):
+        th = MixtureThreshold(5, 0.01, eps)
+        k = np.array([[6, 12, 20]])
+        m = np.array([[0.9, 0.85, 0.999]])
+        got = th.pair_data(np.array([12]), np.array([0.9]), k, m, np.array([1]))
+        free = th(np.full_like(k, 12), k)
+        assert np.isinf(got[0, 1]) and np.all(got[0, [0, 2]] <= free[0, [0, 2]])
+        if eps < 1:
+            np.testing.assert_array_equal(got[0, [0, 2]], free[0, [0, 2]])
+        else:  # the noise penalty is gone for interior means: about half
+            assert np.all(got[0, [0, 2]] < 0.7 * free[0, [0, 2]])
