@@ -43,7 +43,8 @@ import numpy as np
 
 from mechanisms.discrete import MAX_SCALE, MAX_SIGMA2, discrete_gaussian, discrete_gaussian_gdp_mu, discrete_laplace
 
-__all__ = ["GAUSSIAN_BITS", "LAPLACE_BITS", "GaussianLattice", "LaplaceLattice", "NoiseStream", "round_to_grid"]
+__all__ = ["GAUSSIAN_BITS", "LAPLACE_BITS", "GaussianLattice", "LaplaceLattice", "NoiseStream", "gdp_mu_squared",
+           "gdp_sigma", "round_to_grid"]
 
 #: σ in grid units lies in [2^GAUSSIAN_BITS, 2^(GAUSSIAN_BITS + 1)).
 GAUSSIAN_BITS = 28
@@ -159,6 +160,36 @@ class GaussianLattice:
         """fl(g·rint(x/g) + g·Z): the float-safe release of x (module docstring)."""
         rounded = round_to_grid(x, self.grid)
         return rounded + self.scale(self.integers(rng, rounded.size), rounded.shape, symmetric)
+
+
+def gdp_mu_squared(sigma: float, sensitivity: float, entries: int) -> Fraction:
+    """μ′² (exact rational, rounded up) of one float-safe Gaussian release on its :class:`GaussianLattice`.
+
+    The release rounds ``entries`` = m coordinates to the grid g and adds N_ℤ(0, S) noise;
+    neighbours move the rounded integer vector by at most Δ/g + √m in L2 (this module's
+    docstring), so the release is μ′-GDP with μ′ = :meth:`GaussianLattice.gdp_mu`
+    (``docs/float-safe-noise.md``, "Discrete Gaussian as GDP"). About Δ/σ·(1 + 2⁻²⁷√m σ/Δ).
+    """
+    return Fraction(GaussianLattice(sigma, sensitivity, entries).gdp_mu(sensitivity, entries)) ** 2
+
+
+def gdp_sigma(mu_squared: Fraction, sensitivity: float, entries: int, compositions: Fraction = Fraction(1)) -> float:
+    """A float σ, within ~10⁻⁹ relative of the smallest, whose lattice releases keep k·μ′² ≤ μ².
+
+    k = ``compositions`` releases of sensitivity Δ (the tree depth, the epochs of
+    DP-SGD) compose in GDP as √(k)·μ′ (Dong, Roth & Su 2022, Cor. 3.3). Starts at
+    the continuous σ = Δ√(k)/μ and raises it until :func:`gdp_mu_squared` meets the
+    budget exactly (rational comparison).
+    """
+    if mu_squared <= 0:
+        raise ValueError(f"mu must be > 0 for Gaussian noise, got mu^2 = {float(mu_squared)}")
+    sigma = sensitivity * math.sqrt(float(compositions) / float(mu_squared))
+    for _ in range(200):
+        have = compositions * gdp_mu_squared(sigma, sensitivity, entries)
+        if have <= mu_squared:
+            return sigma
+        sigma *= 1.0 + max(2.0**-40, 0.5 * (float(have / mu_squared) - 1.0) + 2.0**-45)
+    raise RuntimeError(f"could not calibrate sigma to mu^2 = {float(mu_squared)} (sensitivity {sensitivity})")
 
 
 class LaplaceLattice:

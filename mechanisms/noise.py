@@ -17,14 +17,21 @@ from fractions import Fraction
 
 import numpy as np
 
-from accounting import PureDP, ZCDP
+from accounting import GDP, ZCDP, PureDP
+
 # The Gaussian calibration lives in accounting.convert (which owns calibration); the
 # names below are the ones mechanisms and their importers have always used.
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
 from mechanisms.base import Mechanism
-from mechanisms.lattice import GaussianLattice, LaplaceLattice
-from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
+from mechanisms.lattice import GaussianLattice, LaplaceLattice, gdp_mu_squared
+from mechanisms.release import (
+    Release,
+    check_account,
+    check_generator,
+    check_positive,
+    check_relation,
+)
 
 __all__ = [
     "GaussianMechanism",
@@ -203,7 +210,7 @@ class _AdditiveNoiseMechanism(Mechanism):
         """
         statistic = _as_statistic(x)
         receipt = self._charge(
-            self.cost,
+            self._cost_for(statistic),
             mechanism=self._MECHANISM,
             relation=self.relation,
             partition=partition,
@@ -211,6 +218,10 @@ class _AdditiveNoiseMechanism(Mechanism):
         )
         noisy = self._add_noise(statistic)
         return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
+
+    def _cost_for(self, statistic: np.ndarray) -> object:
+        """The charge of one release of ``statistic`` (the fixed ``cost``; a GDP account's depends on its size)."""
+        return self.cost
 
     def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
                     nonnegative: bool = False) -> Release:
@@ -246,7 +257,11 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
     Parameters
     ----------
     account : accounting.Account
-        Account charged before every release; its currency must be ``"zcdp"``.
+        Account charged before every release; currency ``"zcdp"`` (ρ = Δ²/(2σ²)) or
+        ``"gdp"``: each release then charges GDP(μ′), μ′ of the float-safe discrete
+        noise on its grid for the release's m entries (:func:`mechanisms.lattice.gdp_mu_squared`,
+        ≈ Δ/σ·(1 + 2⁻²⁷√m σ/Δ); the discrete Gaussian is not exactly Δ/σ-GDP). A gdp
+        account needs ``sigma``.
     sensitivity : float
         L2 sensitivity Δ > 0 under ``relation``.
     rng : numpy.random.Generator
@@ -275,7 +290,9 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
         cost: ZCDP | None = None,
         relation: str = "replace_one",
     ) -> None:
-        self._check_common(account, sensitivity, rng, relation, ("zcdp",), "a Gaussian mechanism (zCDP cost)")
+        self._check_common(account, sensitivity, rng, relation, ("zcdp", "gdp"), "a Gaussian mechanism (zCDP or GDP)")
+        if self.account.currency == "gdp" and sigma is None:
+            raise ValueError("a gdp account needs sigma (the GDP of a release depends on its size; give sigma > 0)")
         if (sigma is None) == (cost is None):
             raise ValueError("give exactly one of sigma (noise std > 0) and cost (a ZCDP per release)")
         if sigma is not None:
@@ -288,6 +305,11 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
                 raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
             self.cost = cost
             self.sigma = gaussian_sigma_for(cost.rho, self.sensitivity)
+
+    def _cost_for(self, statistic: np.ndarray) -> object:
+        if self.account.currency == "gdp":
+            return GDP.from_mu_squared(gdp_mu_squared(self.sigma, self.sensitivity, max(1, statistic.size)))
+        return self.cost
 
     def _add_noise(self, statistic: np.ndarray) -> np.ndarray:
         """Float-safe: round to the grid, add discrete Gaussian noise there (``mechanisms.lattice``).

@@ -78,11 +78,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from accounting import ZCDP
+from accounting import GDP, ZCDP
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
-from mechanisms.lattice import GaussianLattice, NoiseStream
-from mechanisms.noise import element_bound, round_up
 from mechanisms.base import Mechanism
+from mechanisms.lattice import GaussianLattice, NoiseStream, gdp_mu_squared, gdp_sigma
+from mechanisms.noise import element_bound, round_up
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "OuterProduct", "check_stream_shape",
@@ -281,17 +281,27 @@ class StreamElements:
 def continual_cost(
     account: object,
     sigma: float | None,
-    cost: ZCDP | None,
+    cost: ZCDP | GDP | None,
     sensitivity: float,
     compositions: Fraction,
-) -> tuple[float, ZCDP]:
-    """Noise σ and zCDP charge for a stream whose element enters Gaussian nodes of total weight ``compositions``.
+    entries: int | None = None,
+) -> tuple[float, ZCDP | GDP]:
+    """Noise σ and charge for a stream whose element enters Gaussian nodes of total weight ``compositions``.
 
-    ρ = compositions · Δ²/(2σ²). From ``sigma``: the exact ρ rounded up to 15 digits.
-    From ``cost`` (or, if neither is given, all of ``account.remaining``): σ is the
-    smallest float meeting the cost, which is charged exactly.
+    zCDP: ρ = compositions · Δ²/(2σ²). From ``sigma``: the exact ρ rounded up to 15
+    digits. From ``cost`` (or, if neither is given, all of ``account.remaining``): σ
+    is the smallest float meeting the cost, which is charged exactly.
+
+    GDP (a gdp account; needs ``entries``, the m entries of one node, and an integer
+    ``compositions`` k of nodes of equal sensitivity): μ² = k·μ′², μ′ of one node's
+    float-safe discrete noise (:func:`mechanisms.lattice.gdp_mu_squared`); nodes
+    compose as √(Σμᵢ²) (Dong, Roth & Su 2022, Cor. 3.3). From a GDP ``cost`` σ is
+    calibrated by :func:`mechanisms.lattice.gdp_sigma`.
     """
-    check_account(account, ("zcdp",), "Gaussian continual-release noise (zCDP cost)")
+    check_account(account, ("zcdp", "gdp") if entries is not None else ("zcdp",),
+                  "Gaussian continual-release noise (zCDP or GDP cost)")
+    if account.currency == "gdp":
+        return _gdp_cost(account, sigma, cost, sensitivity, compositions, entries)
     if sigma is not None and cost is not None:
         raise ValueError("give at most one of sigma (node noise std > 0) and cost (a ZCDP for the whole horizon)")
     if sigma is not None:
@@ -306,6 +316,23 @@ def continual_cost(
     if cost.delta != 0 or cost.rho <= 0:
         raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
     return gaussian_sigma(cost.rho, sensitivity, compositions), cost
+
+
+def _gdp_cost(account: object, sigma: float | None, cost: GDP | None, sensitivity: float, compositions: Fraction,
+              entries: int) -> tuple[float, GDP]:
+    """:func:`continual_cost` for a gdp account."""
+    if sigma is not None and cost is not None:
+        raise ValueError("give at most one of sigma (node noise std > 0) and cost (a GDP for the whole horizon)")
+    if sigma is not None:
+        sigma = check_positive("sigma", sigma)
+        return sigma, GDP.from_mu_squared(compositions * gdp_mu_squared(sigma, sensitivity, entries))
+    if cost is None:
+        cost = account.remaining
+    if not isinstance(cost, GDP):
+        raise TypeError(f"cost must be an accounting.GDP for a gdp account, got {type(cost).__name__}")
+    if cost.mu_squared <= 0:
+        raise ValueError(f"cost must be GDP(mu > 0) for Gaussian noise, got {cost}")
+    return gdp_sigma(cost.mu_squared, sensitivity, entries, compositions), cost
 
 
 class NodeNoise:
@@ -402,7 +429,8 @@ class ContinualRelease(Mechanism, abc.ABC):
 
     def _charge_horizon(self, account: object, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
                         detail: str, sigma_label: str = "sigma") -> None:
-        self.sigma, self.cost = continual_cost(account, sigma, cost, self.charged_sensitivity, compositions)
+        self.sigma, self.cost = continual_cost(account, sigma, cost, self.charged_sensitivity, compositions,
+                                               self._gdp_entries())
         self.receipt = self._charge(
             self.cost,
             releases=self.horizon,
@@ -417,6 +445,10 @@ class ContinualRelease(Mechanism, abc.ABC):
         )
         self.account = account
         self.t = 0
+
+    def _gdp_entries(self) -> int | None:
+        """Entries m of one node when every node an element enters moves by ≤ Δ (GDP-capable), else None."""
+        return None
 
     @abc.abstractmethod
     def _plan(self) -> tuple[Fraction, str, str]:
@@ -470,7 +502,9 @@ class BinaryTreeMechanism(ContinualRelease):
     Parameters
     ----------
     account : accounting.Account
-        zCDP account charged once for the whole horizon.
+        zCDP account charged once for the whole horizon, or a gdp account: then the
+        charge is GDP with μ² = L·μ′² (μ′ of one node's float-safe discrete noise,
+        :func:`mechanisms.lattice.gdp_mu_squared`) and ``cost`` is a GDP.
     horizon : int
         Number T ≥ 1 of elements.
     shape : tuple
@@ -508,6 +542,10 @@ class BinaryTreeMechanism(ContinualRelease):
         """An element enters L = ⌈log₂(T + 1)⌉ nodes: ρ = L·Δ²/(2σ²)."""
         self.depth = tree_depth(self.horizon)
         return Fraction(self.depth), f"depth L={self.depth}", "node sigma"
+
+    def _gdp_entries(self) -> int:
+        """Each of the L nodes an element enters moves by ≤ Δ: μ² = L·μ′² with m = d (or d²) entries."""
+        return int(np.prod(self.shape))
 
     def _start(self) -> None:
         self._exact = np.zeros((self.depth, *self.shape))

@@ -92,6 +92,7 @@ import numbers
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Union
 
 import numpy as np
@@ -99,14 +100,18 @@ import torch
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
-from accounting import ZCDP
-from mechanisms.lattice import GaussianLattice
-from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
-from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
+from accounting import GDP, ZCDP
 from mechanisms.base import Mechanism
+from mechanisms.lattice import GaussianLattice, gdp_mu_squared, gdp_sigma
+from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
+from mechanisms.optim.projection import (
+    BallProjection,
+    EllipsoidProjection,
+    MetricProjection,
+)
 from mechanisms.release import Release, check_generator, check_positive
 
-__all__ = ["DPSGD", "DPSGDPlan", "ENGINES", "LOSSES", "chain_step_hook", "logistic_loss", "probit_loss"]
+__all__ = ["DPSGD", "ENGINES", "LOSSES", "DPSGDPlan", "chain_step_hook", "logistic_loss", "probit_loss"]
 
 Projection = Union[BallProjection, EllipsoidProjection]
 StepProjection = Union[BallProjection, EllipsoidProjection, MetricProjection]
@@ -292,9 +297,9 @@ class DPSGD(Mechanism):
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if getattr(account, "currency", None) != "zcdp":
+        if getattr(account, "currency", None) not in ("zcdp", "gdp"):
             raise TypeError(
-                "account must charge in zCDP (currency 'zcdp') for DP-SGD, "
+                "account must charge in zCDP or GDP (currency 'zcdp' or 'gdp') for DP-SGD, "
                 f"got currency {getattr(account, 'currency', None)!r}"
             )
         if isinstance(loss, str):
@@ -323,12 +328,19 @@ class DPSGD(Mechanism):
         n: int,
         *,
         steps: int,
-        cost: ZCDP | None = None,
+        cost: ZCDP | GDP | None = None,
         noise_multiplier: float | None = None,
         batch_size: int | None = None,
         normalizer: float | None = None,
+        dim: int | None = None,
     ) -> DPSGDPlan:
         """The noise and the charge of a run on n rows, without charging or sampling.
+
+        In a gdp account (``dim`` = d required) the charge is GDP with μ² = E·μ′², μ′
+        of one step's float-safe discrete noise on d coordinates for sensitivity 2C
+        (:func:`mechanisms.lattice.gdp_mu_squared`; each row is in one step per epoch
+        and steps compose in GDP as √(Σμᵢ²), Dong, Roth & Su 2022, Cor. 3.3), and
+        ``cost`` is a GDP.
 
         Exactly one of ``cost`` (a ``ZCDP(rho > 0, delta=0)`` to spend exactly, noise
         rounded up) and ``noise_multiplier`` (z = σ/C > 0) must be given. With a
@@ -353,7 +365,9 @@ class DPSGD(Mechanism):
         sensitivity = 2.0 * self.clip  # replace-one: ‖clip(a) − clip(a')‖ ≤ 2C
         if (cost is None) == (noise_multiplier is None):
             raise ValueError("give exactly one of cost (a ZCDP to spend) and noise_multiplier (sigma / clip > 0)")
-        if cost is not None:
+        if self.account.currency == "gdp":
+            multiplier, charged = self._gdp_plan(cost, noise_multiplier, sensitivity, epochs, dim)
+        elif cost is not None:
             if not isinstance(cost, ZCDP):
                 raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
             if cost.delta != 0 or cost.rho <= 0:
@@ -377,6 +391,21 @@ class DPSGD(Mechanism):
             cost=charged,
             normalizer=normalizer,
         )
+
+    def _gdp_plan(self, cost: object, noise_multiplier: float | None, sensitivity: float, epochs: int,
+                  dim: int | None) -> tuple[float, GDP]:
+        """(z, GDP charge) of a run in a gdp account: see :meth:`plan`."""
+        dim = _check_int("dim", dim, 1)
+        if cost is not None:
+            if not isinstance(cost, GDP):
+                raise TypeError(f"cost must be an accounting.GDP for a gdp account, got {type(cost).__name__}")
+            sigma = gdp_sigma(cost.mu_squared, sensitivity, dim, Fraction(epochs))
+            multiplier = sigma / self.clip
+            while multiplier * self.clip < sigma:
+                multiplier = float(np.nextafter(multiplier, np.inf))
+            return multiplier, cost
+        multiplier = check_positive("noise_multiplier", noise_multiplier)
+        return multiplier, GDP.from_mu_squared(epochs * gdp_mu_squared(multiplier * self.clip, sensitivity, dim))
 
     def fit(
         self,
@@ -464,7 +493,8 @@ class DPSGD(Mechanism):
             if step_projection.dim != dim:
                 raise ValueError(f"preconditioner must have shape ({dim}, {dim}), got {step_projection.M.shape}")
         plan = self.plan(
-            n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size, normalizer=normalizer
+            n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size, normalizer=normalizer,
+            dim=dim,
         )
         if plan.normalizer is None:
             covered = f"replace_one sensitivity 2C={2 * self.clip!r}"
