@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dpglm._validation import check_int, check_reward, real_array
+from dpglm._validation import check_int, check_positive, check_reward, real_array
 
 __all__ = ["Policy"]
 
@@ -41,9 +41,7 @@ class Policy(ABC):
 
     def __init__(self, d: int, *, reward_bound: float = 1.0) -> None:
         d = check_int("d", d)
-        reward_bound = float(reward_bound)
-        if not np.isfinite(reward_bound) or reward_bound <= 0:
-            raise ValueError(f"reward_bound must be a finite number > 0, got {reward_bound}")
+        reward_bound = check_positive("reward_bound", reward_bound)
         self.d = int(d)
         self.reward_bound = reward_bound
 

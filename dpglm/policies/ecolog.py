@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from dpglm._validation import check_round_order
+from dpglm._validation import check_positive, check_round_order
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
 
@@ -142,12 +142,10 @@ class ECOLog(Policy):
     ) -> None:
         super().__init__(d, reward_bound=reward_bound)
         self.family = get_family(family)
-        if not np.isfinite(S) or float(S) <= 0:
-            raise ValueError(f"S must be a finite number > 0, got {S}")
+        S = check_positive("S", S)
         if not 0.0 < float(delta) < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
-        if not np.isfinite(lam) or float(lam) <= 0:
-            raise ValueError(f"lam must be a finite number > 0, got {lam}")
+        lam = check_positive("lam", lam)
         self.S, self.delta, self.lam = float(S), float(delta), float(lam)
         self.W = self.lam * np.eye(self.d)
         self.W_inv = np.eye(self.d) / self.lam

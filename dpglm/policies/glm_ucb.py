@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpglm._validation import check_round_order
+from dpglm._validation import check_int, check_positive, check_round_order
 from dpglm.glm import GLMFamily, fit_mle, get_family
 from dpglm.policies.base import Policy
 
@@ -45,9 +45,7 @@ def kappa_baseline_constants(
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     if not np.isfinite(kappa) or float(kappa) < 1.0:
         raise ValueError(f"kappa must be a finite number >= 1, got {kappa}")
-    lam = float(d if lam is None else lam)
-    if not np.isfinite(lam) or lam <= 0:
-        raise ValueError(f"lam must be a finite number > 0, got {lam}")
+    lam = check_positive("lam", d if lam is None else lam)
     return float(delta), float(kappa), lam
 
 
@@ -87,8 +85,7 @@ class GLMUCB(Policy):
     ) -> None:
         super().__init__(d, reward_bound=reward_bound)
         self.family = get_family(family)
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-            raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
+        horizon = check_int("horizon", horizon)
         self.delta, self.kappa, lam = kappa_baseline_constants(self.d, delta, kappa, lam)
         self.horizon, self.lam = int(horizon), lam
         kappa_f = np.sqrt(3.0 + 2.0 * np.log(1.0 + 2.0 / lam))

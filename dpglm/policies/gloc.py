@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpglm._validation import check_round_order
+from dpglm._validation import check_positive, check_round_order
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
 from dpglm.policies.glm_ucb import kappa_baseline_constants, link_lipschitz
@@ -105,8 +105,7 @@ class GLOC(Policy):
         self.family = get_family(family)
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-        if not np.isfinite(S) or float(S) <= 0:
-            raise ValueError(f"S must be a finite number > 0, got {S}")
+        S = check_positive("S", S)
         self.delta, self.kappa, lam = kappa_baseline_constants(self.d, delta, kappa, lam)
         self.preset = preset
         self.S, self.lam = float(S), lam
@@ -114,9 +113,8 @@ class GLOC(Policy):
         if preset == "paper-simulation":
             self.sigma2 = link_lipschitz(self.family) ** 4
         else:
-            sigma = 0.5 * self.reward_bound if noise_subgaussian is None else float(noise_subgaussian)
-            if not np.isfinite(sigma) or sigma <= 0:
-                raise ValueError(f"noise_subgaussian must be a finite number > 0, got {sigma}")
+            sigma = 0.5 * self.reward_bound if noise_subgaussian is None else check_positive(
+                "noise_subgaussian", noise_subgaussian)
             self.sigma2 = sigma * sigma
         self.A = lam * np.eye(self.d)
         self.A_inv = np.eye(self.d) / lam
