@@ -297,11 +297,7 @@ class DPSGD(Mechanism):
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if getattr(account, "currency", None) not in ("zcdp", "gdp"):
-            raise TypeError(
-                "account must charge in zCDP or GDP (currency 'zcdp' or 'gdp') for DP-SGD, "
-                f"got currency {getattr(account, 'currency', None)!r}"
-            )
+        self._check_account(account)
         if isinstance(loss, str):
             if loss not in LOSSES:
                 raise ValueError(f"loss must be one of {sorted(LOSSES)} or a callable, got {loss!r}")
@@ -313,15 +309,27 @@ class DPSGD(Mechanism):
             self.loss = loss
         else:
             raise TypeError(f"loss must be a name in {sorted(LOSSES)} or a callable, got {type(loss).__name__}")
-        if relation != "replace_one":
-            raise ValueError(
-                f"relation must be 'replace_one' (neighbours replace one user's row; n is public), got {relation!r}"
-            )
+        self._check_relation(relation)
         self.account = account
         self.rng = check_generator(rng)
         self.clip = check_positive("clip", clip)
         self.relation = relation
         self.engine = engine
+
+    @staticmethod
+    def _check_account(account: object) -> None:
+        if getattr(account, "currency", None) not in ("zcdp", "gdp"):
+            raise TypeError(
+                "account must charge in zCDP or GDP (currency 'zcdp' or 'gdp') for DP-SGD, "
+                f"got currency {getattr(account, 'currency', None)!r}"
+            )
+
+    @staticmethod
+    def _check_relation(relation: str) -> None:
+        if relation != "replace_one":
+            raise ValueError(
+                f"relation must be 'replace_one' (neighbours replace one user's row; n is public), got {relation!r}"
+            )
 
     def plan(
         self,
