@@ -24,6 +24,7 @@ from mechanisms import (
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.optim import BallProjection
 from mechanisms.optim.dpsgd import DPSGD
+from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 from mechanisms.optim.shuffle_pgd import ShufflePGD
 from mechanisms.shuffle import ShuffleBitSum, ShuffleVectorSum
 
@@ -65,6 +66,11 @@ CASES = {
               lambda m: m.fit(np.ones((4, 2)) / 2, np.ones(4), steps=3, lr=0.1, projection=BallProjection(1.0),
                               cost=ZCDP(0.5)),
               ("clip", "account", "loss", "engine", "relation"), 1),
+    "poisson_dpsgd": (lambda: PoissonDPSGD(Ledger(ApproxDP(1000, 0.5), relation="add_remove").root, "logistic",
+                                           _rng(), clip=1.0),
+                      lambda m: m.fit(np.ones((4, 2)) / 2, np.ones(4), steps=3, lr=0.1, projection=BallProjection(1.0),
+                                      sample_rate=0.5, noise_multiplier=1.0, normalizer=2, delta=1e-6),
+                      ("clip", "account", "loss", "engine", "relation"), 1),
     "shuffle_pgd": (lambda: ShufflePGD(_account("approx"), _squared_gradient, _rng(), clip=1.0, radius=1.0),
                     lambda m: m.fit(np.ones((20, 2)) / 2, np.zeros(20), iterations=2, round_epsilon=1.0,
                                     round_delta=1e-6, delta=1e-5),
@@ -194,4 +200,4 @@ def test_every_concrete_mechanism_class_is_attacked_above():
 
     covered = {type(build()) for build, *_ in CASES.values()}
     assert set(concrete(Mechanism)) <= covered
-    assert len(covered) == len(CASES) == 9
+    assert len(covered) == len(CASES) == 10
