@@ -160,6 +160,8 @@ class Journal:
                 "its spent budget again; restore it, or delete the anchor too to start a new budget"
             )
         folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"journal {self.path}: its directory {folder} does not exist")
         if not _writable(folder):
             raise JournalReadOnlyError(f"journal {self.path}: its directory {folder} is read-only, cannot create it")
         journal_id = uuid.uuid4().hex
@@ -201,7 +203,10 @@ class Journal:
 
     # ----- opening -------------------------------------------------------------------------------
     def _open(self) -> None:
-        size = os.stat(self.path).st_size
+        status = os.stat(self.path)
+        if not stat.S_ISREG(status.st_mode):
+            raise JournalCorruptError(f"journal {self.path} is not a dpglm journal (not a regular file)")
+        size = status.st_size
         if size == 0:
             raise JournalCorruptError(
                 f"journal {self.path} is empty (0 bytes): not a dpglm journal, and never reopened as a fresh budget; "

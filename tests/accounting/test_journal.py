@@ -139,6 +139,10 @@ def test_not_a_journal_and_a_busy_journal(tmp_path):
         Ledger.from_journal(tmp_path / "missing.db")
     with pytest.raises(TypeError, match="journal"):
         Ledger(PureDP(1), journal=3)
+    with pytest.raises(JournalCorruptError, match="not a regular file"):
+        Ledger(PureDP(1), journal=tmp_path)
+    with pytest.raises(FileNotFoundError, match="directory .* does not exist"):
+        Ledger(PureDP(1), journal=tmp_path / "missing" / "ledger.db")
 
 
 def test_from_journal_reads_the_budget(tmp_path):
