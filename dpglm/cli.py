@@ -100,6 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error) if isinstance(error, UsageError) else f"dpglm: error: {error}"
         print(" ".join(message.split()), file=sys.stderr)
         return 2
+    except Exception as error:
+        from dpglm.experiments.engine import TaskFailures
+
+        if debug or not isinstance(error, TaskFailures):
+            raise
+        print(f"dpglm: {error}", file=sys.stderr)  # the finished tasks are saved: one line, exit 1
+        return 1
     except KeyboardInterrupt:
         if debug:
             raise

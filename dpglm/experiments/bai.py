@@ -233,8 +233,9 @@ def run(args: argparse.Namespace) -> int:
         it = running.imap(_call_point, jobs)
         results = [r for _, r in tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress)]
         if running.failures:
-            raise RuntimeError(f"{len(running.failures)} point(s) failed twice: "
-                               + "; ".join(f"{jobs[i][1][:3]}: {m}" for i, m in running.failures))
+            from dpglm.experiments.engine import TaskFailures
+
+            raise TaskFailures("point(s)", [f"{jobs[i][1][:3]}: {m}" for i, m in running.failures])
     wall = time.perf_counter() - start
     rows = [r for r in results if "algorithm" in r]
     for r in rows:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-__all__ = ["DASK_INSTALL", "ENGINES", "Engine", "EngineSpec", "add_engine_arguments", "current_engine",
+__all__ = ["DASK_INSTALL", "ENGINES", "Engine", "EngineSpec", "TaskFailures", "add_engine_arguments", "current_engine",
            "engine_from_args", "group_tasks", "pin_threads", "require_engine"]
 
 #: Execution engines.
@@ -46,6 +46,15 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "NUMEXPR_NUM_THREADS")
 #: Attempts per task (the first run and one retry).
 ATTEMPTS = 2
+
+
+class TaskFailures(RuntimeError):
+    """Some tasks failed twice; the others finished (and were saved). The command exits 1."""
+
+    def __init__(self, what: str, failures: list[str]) -> None:
+        self.failures = list(failures)
+        super().__init__(f"{len(failures)} {what} failed twice (rerun with the same --out to retry only them); "
+                         f"first: {failures[0]}")
 
 
 def pin_threads() -> None:

@@ -241,7 +241,9 @@ def run(args: argparse.Namespace) -> int:
         if ledger is not None:
             (out / "ledgers" / f"{_run_name(cell)}.json").write_text(strict_json(ledger, indent=1))
     if failures:
-        raise RuntimeError(f"{len(failures)} run(s) failed twice (rerun to retry them): " + "; ".join(failures))
+        from dpglm.experiments.engine import TaskFailures
+
+        raise TaskFailures("run(s)", failures)
     table = summarise(rows)
     write_table(table, list(table[0]), table_path(out / "shuffle_table", args.format))
     figures = plot(rows, out)

@@ -414,7 +414,9 @@ def run_sweep(
     ordered, failures = run_cells(sweep.cells(), run_cell, COLUMNS, out, engine=engine, progress=progress,
                                   on_result=callback)
     if failures:
-        raise RuntimeError(f"{len(failures)} cell(s) failed twice (rerun to retry them): " + "; ".join(failures))
+        from dpglm.experiments.engine import TaskFailures
+
+        raise TaskFailures("cell(s)", failures)
     return [row for _, rows, _ in ordered for row in rows]
 
 

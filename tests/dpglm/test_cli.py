@@ -121,3 +121,16 @@ def test_quick_sets_defaults_but_never_overrides_a_flag():
     assert {c.instance.horizon for c in cells} == {700}
     cells = shuffle.build_cells(parse("reproduce", "shuffle", "--quick"))
     assert {c.epsilon for c in cells if c.algorithm == "ShuffleDP-GLM"} == {8.0}
+
+
+def test_a_cell_that_fails_twice_is_one_line_and_exit_status_1(tmp_path, capsys, monkeypatch):
+    from dpglm.experiments import sweep
+
+    def broken(cell):
+        raise ArithmeticError("boom")
+
+    monkeypatch.setattr(sweep, "run_cell", broken)
+    argv = ["reproduce", "table2", "--quick", "--runs", "1", "--jobs", "1", "--no-progress", "--out", str(tmp_path)]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "failed twice" in err[-1] and "boom" in err[-1] and "Traceback" not in "".join(err)
