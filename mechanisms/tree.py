@@ -350,14 +350,15 @@ class NodeNoise:
     """
 
     def __init__(self, rng: np.random.Generator, sigma: float, sensitivity: float, shape: tuple[int, ...],
-                 rows: int = 1) -> None:
+                 rows: int = 1, nodes: int = 2**16) -> None:
         self.shape, self.sigma = shape, sigma
         self.entries = int(np.prod(shape))
         # ``rows`` nodes moved by one element together (factorization: all T rows of Cx) round jointly.
         self.lattice = GaussianLattice(sigma, sensitivity, self.entries * rows)
         self.grid = self.lattice.grid
         self._inverse = 1.0 / self.grid  # a power of two: x·(1/g) = x/g exactly
-        self.stream = NoiseStream(self.lattice, rng, block=max(4096, 64 * self.entries))
+        # Blocks of ~2^16 draws (the sampler's per-call cost amortised), never more than ``nodes`` nodes' worth.
+        self.stream = NoiseStream(self.lattice, rng, block=self.entries * max(1, min(int(nodes), 2**16 // self.entries)))
         self.symmetric = len(shape) == 2
         self._ready = np.zeros((0, *shape))
         self._at = 0
@@ -475,7 +476,7 @@ class ContinualRelease(Mechanism, abc.ABC):
         noise = getattr(self, "_nodes", None)
         if noise is None or noise.sigma != self.sigma:
             node_sensitivity = self.charged_sensitivity if sensitivity is None else sensitivity
-            noise = self._nodes = NodeNoise(self.rng, self.sigma, node_sensitivity, self.shape, rows)
+            noise = self._nodes = NodeNoise(self.rng, self.sigma, node_sensitivity, self.shape, rows, self.horizon)
         return noise
 
     def noise_variance(self, t: int) -> float:
