@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import sys
 import time
@@ -111,7 +112,8 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
         result = audit.run(runs, seed=args.seed)
         stem = os.path.join(args.out, f"{spec.name}-eps{eps:g}")
         with open(stem + ".json", "w", encoding="utf-8") as handle:
-            handle.write(strict_json(result.to_dict(), indent=2, sort_keys=True))
+            record = result.to_dict() if hasattr(result, "to_dict") else json.loads(result.to_json())
+            handle.write(strict_json(record, indent=2, sort_keys=True))
         if not args.no_plots and hasattr(result, "scores_null"):
             _plot(result, stem + ".png")
         ok = result.verdict == spec.expected

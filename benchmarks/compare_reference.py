@@ -31,6 +31,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,8 +141,10 @@ def main() -> int:
     if args.seeds < 1 or args.horizon < 1:
         print("compare_reference: --seeds and --horizon must be >= 1", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(folder))
     root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(folder), str(root)]
+    # The reference writes log folders into its working directory: give it a scratch one.
+    os.chdir(tempfile.mkdtemp(prefix="compare_reference_"))
     # Warm both sides (imports, first-call caches) on a short run; not timed.
     for algorithm in args.algorithms:
         _reference_run(folder, algorithm, args.S, 50, 0)
