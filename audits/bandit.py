@@ -234,8 +234,13 @@ class BanditCouplingAudit:
         rewards[0] = 0.0
         return arms, rewards, np.array([[0.0, 1.0], [0.0, 1.0]]), np.ones(2)
 
-    def run(self, runs: int = 5, seed: int = 0) -> CouplingReport:
-        """Play ``runs`` coupled pairs, each with its own policy seed."""
+    def run(self, runs: int = 5, seed: int = 0, *, confidence: float = 0.95) -> CouplingReport:
+        """Play ``runs`` coupled pairs, each with its own policy seed.
+
+        ``confidence`` is accepted for the command's interface and unused: the
+        verdict is not statistical (a policy that reads only releases is
+        bit-identical under the coupling on every seed).
+        """
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise ValueError(f"runs must be an int ≥ 1, got {runs!r}")
         start = time.perf_counter()

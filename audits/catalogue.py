@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from audits.base import Audit
 
-__all__ = ["CATALOGUE", "EPSILONS", "AuditSpec", "get_spec"]
+__all__ = ["CATALOGUE", "EPSILONS", "AuditSpec", "family_confidence", "get_spec"]
 
 #: The ε grid of the audit table (issue 7).
 EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
@@ -169,6 +169,16 @@ def _one_run(mechanism_class: str | None, name: str) -> Callable[[float, bool], 
     return build
 
 
+def _in_situ(policy: str, policy_attribute: str | None, name: str) -> Callable[[float, bool], object]:
+    def build(epsilon: float, quick: bool) -> object:
+        from audits.in_situ import InSituAudit
+
+        policy_class = None if policy_attribute is None else _planted(policy_attribute)
+        return InSituAudit(epsilon, 0.01, policy=policy, horizon=200 if quick else 400, policy_class=policy_class,
+                           runs_per_row=5_000 if quick else None, name=name)
+    return build
+
+
 def _planted(attribute: str) -> type:
     import audits.planted
 
@@ -220,6 +230,10 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "joint-DP bandit, round-1 neighbours, first-switch game: round of the first wide-arm play"),
     AuditSpec("gaussian-one-run", _one_run(None, "gaussian-one-run"), 1, 1, _REAL, EPSILONS,
           "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
+    AuditSpec("in-situ", _in_situ("joint", None, "in-situ"), 1, 1, _REAL, (1.0, 4.0),
+          "joint-DP bandit (default preset): the trees and DP-SGD refits one run built, audited as built"),
+    AuditSpec("in-situ-shuffle", _in_situ("shuffle", None, "in-situ-shuffle"), 1, 1, _REAL, (1.0, 4.0),
+          "shuffle-DP bandit: the vector sums (and P_GD fits of ≥ 2 rounds) one run built, audited as built"),
     # --- planted bugs: the charge unchanged, the noise halved (or the sensitivity doubled) --------
     AuditSpec("gaussian-one-run-halved-sensitivity",
           _one_run("HalvedSensitivityGaussian", "gaussian-one-run-halved-sensitivity"), 1, 1, _BUG, _ONE,
@@ -261,6 +275,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
     AuditSpec("dpsgd-vectorised-add-remove-noise",
           _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-vectorised-add-remove-noise", engine="vectorised"),
           20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (vectorised engine) noise for sensitivity C, not 2C"),
+    AuditSpec("in-situ-halved-h-tree", _in_situ("joint", "HalvedHTreeBandit", "in-situ-halved-h-tree"), 1, 1, _BUG,
+          _ONE, "planted: the joint-DP bandit's H-tree charging its share, node noise σ/2 (in situ)"),
     AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, _BUG, (4.0,),
           "planted: the joint-DP bandit deciding from the exact Gram matrix"),
     # n runs per side certify at most ln((1 - δ - p)/p), p = 1 - 0.025^(1/n): 2.3 at the quick 40
@@ -275,3 +291,20 @@ def get_spec(name: str) -> AuditSpec:
     if name not in CATALOGUE:
         raise ValueError(f"unknown audit {name!r}; choose one of {sorted(CATALOGUE)} or 'all'")
     return CATALOGUE[name]
+
+
+def family_confidence(tasks: list[tuple[AuditSpec, float]], confidence: float = 0.95) -> list[float]:
+    """The confidence each (spec, ε) task runs at: family-wise control over the real-mechanism rows.
+
+    Bonferroni: with m tasks auditing a real mechanism (expected ``"consistent"``),
+    each runs at ``1 − (1 − confidence)/m``, so a correct implementation comes out
+    all consistent with probability ≥ ``confidence`` (union bound over the m
+    rows' false "violated"). Planted-bug rows keep ``confidence`` each: their
+    correction would only cost power, and a planted row called consistent is a
+    failure of the audit, not a false alarm about a mechanism.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    real = sum(spec.expected == "consistent" for spec, _ in tasks)
+    per_real = 1.0 - (1.0 - confidence) / max(real, 1)
+    return [per_real if spec.expected == "consistent" else confidence for spec, _ in tasks]

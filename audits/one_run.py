@@ -117,8 +117,11 @@ class OneRunGaussianAudit:
                 best, best_k = bound, int(k)
         return best_k
 
-    def run(self, runs: int = 1, seed: int = 0) -> OneRunReport:
-        """One release of the canary vector; ``runs`` must be 1 (kept for the command's interface)."""
+    def run(self, runs: int = 1, seed: int = 0, *, confidence: float = 0.95) -> OneRunReport:
+        """One release of the canary vector; ``runs`` must be 1 (kept for the command's interface).
+
+        ``confidence`` is the probability that the certified bound is valid.
+        """
         from accounting import ZCDP
 
         if runs != 1:
@@ -134,7 +137,7 @@ class OneRunGaussianAudit:
         claimed = gdp_epsilon(math.sqrt(2 * rho), self.delta)
         order = np.argsort(np.asarray(release.value))
         correct = int(coins[order[-k:]].sum() + (~coins[order[:k]]).sum())
-        bound = one_run_epsilon_lower_bound(self.canaries, 2 * k, correct, delta=self.delta)
+        bound = one_run_epsilon_lower_bound(self.canaries, 2 * k, correct, delta=self.delta, confidence=confidence)
         return OneRunReport(
             audit=self.name, mechanism=self.mechanism, claimed_epsilon=claimed, claimed_delta=self.delta,
             claimed_cost=str(release.receipt.cost), epsilon_lower_bound=bound, runs=1, canaries=self.canaries,

@@ -257,21 +257,18 @@ class ExactGramBandit(JointDPGLMBandit):
 class HalvedHTreeBandit(JointDPGLMBandit):
     """Bug: the joint-DP bandit's H-tree charges its share of ρ but draws node noise of σ/2.
 
-    The policy builds its H-tree without an explicit cost (it spends what the V-tree
-    leaves of the tree account); during construction that tree is a
-    :class:`HalvedNoiseTree`, the V-tree (built with ``cost=``) is left correct.
+    Whatever the preset, the H-tree is the tree whose leaves are scaled by
+    μ̇/e < 1, so its sensitivity is below the V-tree's √2; during construction
+    that tree is a :class:`HalvedNoiseTree` and the V-tree is left correct.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        from dpglm.policies import joint_dp
+        def wrap(original: type) -> Callable:
+            def tree(account: object, horizon: int, shape: object, sensitivity: float, *rest: object,
+                     **tree_kwargs: object) -> BinaryTreeMechanism:
+                cls = HalvedNoiseTree if sensitivity < math.sqrt(2) else original
+                return cls(account, horizon, shape, sensitivity, *rest, **tree_kwargs)
+            return tree
 
-        def tree(*tree_args: object, **tree_kwargs: object) -> BinaryTreeMechanism:
-            cls = BinaryTreeMechanism if "cost" in tree_kwargs else HalvedNoiseTree
-            return cls(*tree_args, **tree_kwargs)
-
-        original = joint_dp.BinaryTreeMechanism
-        joint_dp.BinaryTreeMechanism = tree  # type: ignore[misc, assignment]
-        try:
+        with replaced("dpglm.policies.joint_dp", "BinaryTreeMechanism", wrap):
             super().__init__(*args, **kwargs)
-        finally:
-            joint_dp.BinaryTreeMechanism = original

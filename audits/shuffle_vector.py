@@ -156,6 +156,8 @@ class ShufflePGDAudit(Audit):
         T ≥ 2 (with T = 1 the average iterate is θ₀ and reveals nothing).
     clip : float
         L, the clipping norm (and the summation's bound).
+    round_epsilon, round_delta : float, optional
+        The rounds' (ε₀, δ₀) as a caller chose them (in-situ audits); ``epsilon`` is then unused.
     mechanism_class : type
         ``mechanisms.optim.shuffle_pgd.ShufflePGD`` or a subclass (planted bugs).
     """
@@ -166,7 +168,8 @@ class ShufflePGDAudit(Audit):
     chunk = 5_000
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 20, iterations: int = 2,
-                 clip: float = 1.0, method: str = "counts", mechanism_class: type | None = None,
+                 clip: float = 1.0, method: str = "counts", round_epsilon: float | None = None,
+                 round_delta: float | None = None, mechanism_class: type | None = None,
                  name: str = "shuffle-pgd") -> None:
         from mechanisms.optim.shuffle_pgd import ShufflePGD, calibrate_round_epsilon
 
@@ -178,9 +181,10 @@ class ShufflePGDAudit(Audit):
         if method not in ("counts", "messages"):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
         self.iterations, self.clip, self.protocol = iterations, _check_positive("clip", clip), method
-        self.round_delta = self.delta / (2.0 * iterations)
-        self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations,
-                                                     round_delta=self.round_delta)
+        self.round_delta = self.delta / (2.0 * iterations) if round_delta is None else _check_positive(
+            "round_delta", round_delta)
+        self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations, round_delta=self.round_delta) \
+            if round_epsilon is None else _check_positive("round_epsilon", round_epsilon)
         self.mechanism_class = ShufflePGD if mechanism_class is None else mechanism_class
         self.name = name
         from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels

@@ -38,3 +38,17 @@ def test_every_noise_drawing_class_has_a_real_and_a_planted_audit():
     missing = _noise_drawing_classes() - audited
     assert not missing, f"noise-drawing classes without a real-mechanism audit: {sorted(missing)}"
     assert not _noise_drawing_classes() - planted, "every audited mechanism needs a planted bug"
+
+
+def test_family_confidence_is_bonferroni_over_the_real_rows_only():
+    from audits.catalogue import family_confidence
+
+    tasks = [(spec, eps) for spec in CATALOGUE.values() for eps in spec.epsilons]
+    levels = family_confidence(tasks)
+    real = sum(spec.expected == "consistent" for spec, _ in tasks)
+    assert real > 30
+    for (spec, _), level in zip(tasks, levels):
+        assert level == (1 - 0.05 / real if spec.expected == "consistent" else 0.95)
+    # Union bound: the real rows' false-alarm probabilities sum to at most 5 %.
+    assert sum(1 - level for (spec, _), level in zip(tasks, levels) if spec.expected == "consistent") \
+        <= 0.05 + 1e-12
