@@ -162,8 +162,9 @@ class InSituReport:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
-        lines = [f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g}) for the whole "
-                 f"policy; {len(self.rows)} rows at level α/{len(self.rows)}  {self.verdict}"]
+        head = (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g}) for the whole "
+                f"policy; {len(self.rows)} rows at level α/{len(self.rows)}  {self.verdict}")
+        lines = [head]
         lines += [f"    {row['label']}: {row['summary']}" for row in self.rows]
         return "\n".join(lines)
 
@@ -194,10 +195,13 @@ class InSituAudit:
         The policy class or a subclass (a planted bug).
     runs_per_row : int
         Main runs per neighbour of each row's audit (the white-box check uses the run's own draws).
+    preset : str, optional
+        The joint-DP bandit's preset (default: its own default); the recording does not depend on it.
     """
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, policy: str = "joint", horizon: int = 400,
-                 policy_class: type | None = None, runs_per_row: int | None = None, name: str = "in-situ") -> None:
+                 policy_class: type | None = None, runs_per_row: int | None = None, preset: str | None = None,
+                 name: str = "in-situ") -> None:
         if policy not in ("joint", "shuffle"):
             raise ValueError(f"policy must be 'joint' or 'shuffle', got {policy!r}")
         if not (isinstance(epsilon, (int, float)) and 0 < epsilon < math.inf):
@@ -210,12 +214,13 @@ class InSituAudit:
             from dpglm.policies.joint_dp import JointDPGLMBandit
 
             policy_class = JointDPGLMBandit if policy == "joint" else ShuffleDPGLMBandit
-        self.policy_class, self.runs_per_row, self.name = policy_class, runs_per_row, name
+        self.policy_class, self.runs_per_row, self.name, self.preset = policy_class, runs_per_row, name, preset
         self.mechanism = policy_class.__name__
 
     def _build(self, rng: np.random.Generator) -> object:
         if self.policy == "joint":
-            return self.policy_class("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta, rng)
+            preset = {} if self.preset is None else {"preset": self.preset}
+            return self.policy_class("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta, rng, **preset)
         return self.policy_class("logistic", 2, self.horizon, 1.0, rng, epsilon=self.epsilon, delta=self.delta)
 
     def record(self, seed: int = 0) -> list[Recorded]:

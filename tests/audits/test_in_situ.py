@@ -15,10 +15,7 @@ from mechanisms.tree import BinaryTreeMechanism
 def test_recording_sees_every_tree_and_refit_and_restores_the_hook():
     original = _Constructed.__call__
     for preset in ("tight", "calibrated"):
-        audit = InSituAudit(1.0, horizon=60)
-        audit._build = lambda rng, preset=preset: audit.policy_class("logistic", 2, 60, 1.0, 1.0, 0.01, rng,
-                                                                      preset=preset)
-        records = audit.record(3)
+        records = InSituAudit(1.0, horizon=60, preset=preset).record(3)
         trees = [r for r in records if isinstance(r.instance, BinaryTreeMechanism)]
         assert trees and all(len([c for c in r.calls if c[0] == "append"]) == 60 for r in trees)
         assert any(r.cls.__name__ == "DPSGD" for r in records)
