@@ -147,6 +147,8 @@ class Engine:
         else:
             place = f"dask at {where}" if where else f"a local dask cluster of {spec.jobs} workers"
         failed = f"; {len(self.failures)} task(s) failed twice" if self.failures else ""
+        if not self.pids and not self.failures:
+            return f"engine: {place}; no task was sent to it (all the work fitted in this process)"
         return f"engine: {place}; tasks ran in {len(self.pids)} process(es){failed}"
 
     # -- lifetime ----------------------------------------------------------------------------
