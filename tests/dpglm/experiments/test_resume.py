@@ -49,6 +49,7 @@ def test_a_killed_sweep_resumes_only_its_missing_cells(tmp_path):
     process.wait()
     done = _lines(manifest)
     assert 0 < done < cells, f"the kill came at {done} of {cells} cells"
+    print(f"killed after {done} of {cells} cells; the rerun computes the other {cells - done}")
 
     assert _run(cut) == 0
     assert _lines(manifest) == cells  # only the missing cells were added, each once
