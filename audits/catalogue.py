@@ -141,6 +141,15 @@ def _dpsgd(mechanism_class: type | str | None, name: str, *, engine: str = "opac
     return build
 
 
+def _poisson_dpsgd(planted: str | None, name: str) -> Callable[[float, bool], Audit]:
+    def build(epsilon: float, quick: bool) -> Audit:
+        from audits.poisson_dpsgd import PoissonDPSGDAudit
+
+        return PoissonDPSGDAudit(epsilon, DELTA, steps=2 if quick else 3,
+                                 mechanism_class=None if planted is None else _planted(planted), name=name)
+    return build
+
+
 def _bandit(policy_attribute: str | None, name: str) -> Callable[[float, bool], object]:
     def build(epsilon: float, quick: bool) -> object:
         from audits.bandit import BanditCouplingAudit
@@ -224,6 +233,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "full-batch DP-SGD (opacus engine), Dirac gradient canary, last iterate"),
     AuditSpec("dpsgd-vectorised", _dpsgd(None, "dpsgd-vectorised", engine="vectorised"), 100_000, 20_000, _REAL,
           EPSILONS, "full-batch DP-SGD, the bandits' vectorised engine and public normaliser, Dirac canary"),
+    AuditSpec("dpsgd-poisson", _poisson_dpsgd(None, "dpsgd-poisson"), 100_000, 20_000, _REAL, EPSILONS,
+          "Poisson-subsampled DP-SGD (q = 0.2), one canary row per run, add/remove, last iterate"),
     AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, _REAL, (1.0, 4.0),
           "joint-DP bandit, round-1 neighbours under noise coupling: actions must be bit-identical"),
     AuditSpec("bandit", _bandit_switch(None, "bandit"), 300, 40, _REAL, (1.0, 4.0),
@@ -277,6 +288,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (vectorised engine) noise for sensitivity C, not 2C"),
     AuditSpec("in-situ-halved-h-tree", _in_situ("joint", "HalvedHTreeBandit", "in-situ-halved-h-tree"), 1, 1, _BUG,
           _ONE, "planted: the joint-DP bandit's H-tree charging its share, node noise σ/2 (in situ)"),
+    AuditSpec("dpsgd-poisson-unsampled", _poisson_dpsgd("UnsampledPoissonDPSGD", "dpsgd-poisson-unsampled"),
+          20_000, 10_000, _BUG, _ONE, "planted: Poisson DP-SGD charging amplification, every row in every step"),
     AuditSpec("bandit-exact-gram", _bandit("ExactGramBandit", "bandit-exact-gram"), 10, 2, _BUG, (4.0,),
           "planted: the joint-DP bandit deciding from the exact Gram matrix"),
     # n runs per side certify at most ln((1 - δ - p)/p), p = 1 - 0.025^(1/n): 2.3 at the quick 40

@@ -37,12 +37,14 @@ from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
+from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 from mechanisms.optim.shuffle_pgd import ShufflePGD
 from mechanisms.shuffle import ShuffleBitSum, ShuffleVectorSum
 from mechanisms.tree import BinaryTreeMechanism
 
 __all__ = [
     "AddRemoveNoiseDPSGD",
+
     "DepthUnscaledTree",
     "ExactGramBandit",
     "ExactGramDesign",
@@ -58,6 +60,7 @@ __all__ = [
     "QuarterNoiseBitsPGD",
     "QuarterNoiseBitsVectorSum",
     "ReusedSampleGeometricMean",
+    "UnsampledPoissonDPSGD",
 
     "identity_shuffler",
     "miscalibrated",
@@ -153,6 +156,14 @@ class AddRemoveNoiseDPSGD(DPSGD):
         correct = super().plan(n, **kwargs)
         return dataclasses.replace(correct, noise_multiplier=correct.noise_multiplier / 2,
                                    sigma=correct.sigma / 2)
+
+
+class UnsampledPoissonDPSGD(PoissonDPSGD):
+    """Bug: charges the Poisson-amplified event but puts every row in every step (no sampling)."""
+
+    def _blocks(self, n: int, plan: DPSGDPlan) -> Iterator[np.ndarray]:
+        for _ in range(plan.steps):
+            yield np.arange(n)
 
 
 class HalvedScaleGeometricMean(GeometricBatchMean):
