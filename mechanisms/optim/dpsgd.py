@@ -5,7 +5,8 @@ L(θ; λ) = Σ_i ℓ(⟨x_i, θ⟩, y_i) + (λ/2)‖θ‖² over a ball (Criteri
 ellipsoid (Criterion II) with a DP convex optimiser whose zCDP cost is fixed in
 advance (paper: §6 "Optimizer and loss details"; Lemma J.6). ``DPSGD`` is that
 optimiser: per-sample gradients from opacus's ``GradSampleModule``, per-sample
-clipping and Gaussian noise from opacus's ``DPOptimizer``, the exact Euclidean
+clipping and summing by opacus's ``DPOptimizer``, float-safe discrete Gaussian
+noise of our own ("Float-safe noise" below), the exact Euclidean
 projection of :mod:`mechanisms.optim.projection` after every step, and one
 zCDP charge for the whole run, made before anything is sampled. The
 ``engine="vectorised"`` path performs the same operations written out for GLMs
@@ -79,9 +80,21 @@ or z) are public, so neither the charge nor the noise depends on n.
 * Minibatches are refused with a normaliser: a partition of [n] reveals n
   through the block sizes, and a block count from n makes the cost data-dependent.
 
+Float-safe noise (``docs/float-safe-noise.md``)
+-----------------------------------------------
+Each step's clipped sum s is released as fl(g·rint(s/g) + g·Z_t) with Z_t ∈ ℤᵈ
+discrete Gaussian on the power-of-two grid g of ``mechanisms.lattice`` (σ/g ∈
+[2²⁸, 2²⁹)), its variance raised so that the rounded sum's sensitivity 2C + g√d
+costs exactly the ρ above (Canonne, Kamath & Steinke 2020, Thm 4). All steps' noise
+is drawn once, after the charge, from ``rng``. In the opacus engine the
+``DPOptimizer`` runs with ``noise_multiplier=0`` (it clips and sums) and the step
+hook replaces its gradient by this noisy sum over the same divisor. Noise that
+opacus draws in a user's own training loop (its ``PrivacyEngine``) is opacus's,
+float Gaussian, and not covered by this.
+
 The charge is ``ZCDP(ρ)``; given a cost, σ is the smallest float (rounded up)
-with 2E·C²/σ² ≤ ρ exactly, and the σ opacus actually uses (its float product
-z·C) is checked against it. Given ``noise_multiplier`` z, the charge is ρ(z·C)
+with 2E·C²/σ² ≤ ρ exactly, and the plan's σ (the float product z·C, which the
+noise is calibrated to) is checked against it. Given ``noise_multiplier`` z, the charge is ρ(z·C)
 rounded up to 15 significant digits.
 """
 
@@ -192,7 +205,7 @@ class DPSGDPlan:
     noise_multiplier : float
         z = σ/C (opacus's convention); the noise std on a clipped gradient sum is z·C.
     sigma : float
-        The std opacus adds, the float z·C.
+        The std the noise is calibrated to (before the grid's rounding allowance), the float z·C.
     cost : accounting.ZCDP
         The charge, ρ ≥ 2E/z² = E·(2C)²/(2σ²) (see the module docstring).
     normalizer : float or None
