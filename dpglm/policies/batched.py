@@ -409,6 +409,10 @@ def pgd_iterations(n: int, epsilon: float, delta: float, d: int, *, max_iteratio
     return int(min(max(1, math.floor(iterations)), max_iterations))
 
 
+NOISE_TARGET = 0.03
+"""Noise level (in θ units) the preconditioned P_GD's damping aims at (ShufflePGDEstimator)."""
+
+
 class ShufflePGDEstimator:
     """``θ̂_k`` by shuffle-private projected gradient descent on batch k (paper §5, App. U).
 
@@ -443,8 +447,9 @@ class ShufflePGDEstimator:
     """
 
     def __init__(self, family: GLMFamily, lam: float, radius: float, account, rng: np.random.Generator, *,
-                 max_iterations: int = 300, precondition: bool = True) -> None:
+                 max_iterations: int = 300, precondition: bool = True, noise_target: float = NOISE_TARGET) -> None:
         self.uses_design = bool(precondition)
+        self.noise_target = float(noise_target)
         budget = account.budget
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"account must hold an ApproxDP budget, got {type(budget).__name__}")
@@ -474,10 +479,21 @@ class ShufflePGDEstimator:
                          clip=float(family.reward_bound) + lam_n * self.radius, radius=self.radius)
         options: dict[str, Any] = {}
         if design is not None:
+            from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
+
             curvature = float(np.max(family.dmu(np.linspace(-self.radius, self.radius, 20001)))) if unit_leaves else 1.0
             w, q = np.linalg.eigh(0.5 * (design + design.T))
             w = curvature * np.maximum(w, self.lam)
-            options = {"preconditioner": n * ((q / w) @ q.T), "lr": 1.0, "average": "suffix"}
+            # Damping ν from the public noise level: the averaged iterate's noise is about
+            # √(v·d/K)/(λ_min(cD) + ν) (v the summation's per-coordinate noise variance of
+            # the gradient sum, K the iterates averaged); ν keeps it at most NOISE_TARGET.
+            levels = default_levels(n, d)
+            bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
+            clip = float(family.reward_bound) + lam_n * self.radius
+            variance = (clip / levels) ** 2 * n * (1.0 + bits) / 4.0
+            kept = iterations - iterations // 2
+            nu = max(0.0, math.sqrt(variance * d / kept) / self.noise_target - float(w.min()))
+            options = {"preconditioner": n * ((q / (w + nu)) @ q.T), "lr": 1.0, "average": "suffix"}
         try:
             release = pgd.fit(X, y, iterations=iterations, round_epsilon=round_epsilon, round_delta=round_delta,
                               delta=self.delta, theta0=self._last, partition=batch_partition(batch), **options)
