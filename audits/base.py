@@ -37,6 +37,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -44,7 +45,8 @@ import numpy as np
 from audits import bounds
 from audits.engine import map_chunks, require_engine
 
-__all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "huge_budget_account"]
+__all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "approx_accounts",
+           "huge_budget_account"]
 
 CLOPPER_PEARSON = "clopper-pearson"
 GAUSSIAN_DP = "gaussian-dp"
@@ -176,6 +178,20 @@ def _rebuild(cls: type, args: tuple, kwargs: dict, settings: dict) -> Audit:
     audit = cls(*args, **kwargs)
     audit.__dict__.update(settings)
     return audit
+
+
+def approx_accounts(delta: float) -> Iterator:
+    """Huge-budget ``"approx"`` accounts, one charge of δ = ``delta`` at a time: ``next()`` per charge.
+
+    The δ of an approximate-DP ledger composes additively and its budget is
+    below 1, so an audit that charges many releases of δ moves to a fresh
+    account before the current one runs out (each account takes ⌊0.4/δ⌋ charges).
+    """
+    per_account = max(1, int(0.4 / delta)) if delta > 0 else 1 << 62
+    while True:
+        account = huge_budget_account("approx")
+        for _ in range(per_account):
+            yield account
 
 
 def _check_runs(runs: object, name: str = "runs", minimum: int = 10) -> int:

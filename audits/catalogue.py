@@ -183,8 +183,8 @@ def _in_situ(policy: str, policy_attribute: str | None, name: str) -> Callable[[
         from audits.in_situ import InSituAudit
 
         policy_class = None if policy_attribute is None else _planted(policy_attribute)
-        return InSituAudit(epsilon, 0.01, policy=policy, horizon=200 if quick else 400, policy_class=policy_class,
-                           runs_per_row=5_000 if quick else None, name=name)
+        return InSituAudit(epsilon, 0.01, policy=policy, horizon=100 if quick else 400, policy_class=policy_class,
+                           runs_per_row=3_000 if quick else None, name=name)
     return build
 
 
@@ -217,17 +217,17 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "binary tree of 2×2 PSD leaves, (Z + Zᵀ)/2 node noise, as JointDPGLMBandit builds its trees"),
     AuditSpec("factorization", _tree(None, "factorization", factorization=True), 100_000, 20_000, _REAL, EPSILONS,
           "square-root factorization counter, x₁ = ∓Δ/2, score wᵀy (its likelihood ratio)"),
-    AuditSpec("geometric", _geometric(None, "geometric"), 10_000, 2_000, _REAL, EPSILONS,
+    AuditSpec("geometric", _geometric(None, "geometric"), 10_000, 1_000, _REAL, EPSILONS,
           "geometric-batch Laplace mean as DP-TT runs it (a ledger per run, 2 arms), first reward changed"),
-    AuditSpec("geometric-forget", _geometric(None, "geometric-forget", forget=True), 10_000, 2_000, _REAL, EPSILONS,
+    AuditSpec("geometric-forget", _geometric(None, "geometric-forget", forget=True), 10_000, 1_000, _REAL, EPSILONS,
           "geometric-batch Laplace mean as AdaP-TT runs it (forget=True: last batch only)"),
     AuditSpec("shuffle", _shuffle(None, "shuffle"), 100_000, 20_000, _REAL, EPSILONS,
           "shuffled bit sum at message level: one bit flipped, count and position-0 statistics"),
-    AuditSpec("shuffle-release", _shuffle(None, "shuffle-release", level="release"), 100_000, 20_000, _REAL, EPSILONS,
+    AuditSpec("shuffle-release", _shuffle(None, "shuffle-release", level="release"), 100_000, 5_000, _REAL, EPSILONS,
           "shuffled bit sum through release() by its default method, count inverted from the release"),
-    AuditSpec("shuffle-vector", _shuffle_vector(None, "shuffle-vector"), 20_000, 3_000, _REAL, EPSILONS,
+    AuditSpec("shuffle-vector", _shuffle_vector(None, "shuffle-vector"), 20_000, 2_000, _REAL, EPSILONS,
           "shuffled vector sum of 2×2 symmetric leaves (the shuffle bandit's design sums), release() default method"),
-    AuditSpec("shuffle-pgd", _shuffle_pgd(None, "shuffle-pgd"), 10_000, 2_000, _REAL, EPSILONS,
+    AuditSpec("shuffle-pgd", _shuffle_pgd(None, "shuffle-pgd"), 10_000, 1_000, _REAL, EPSILONS,
           "shuffle-private P_GD, Dirac gradient canary, T = 2, average iterate"),
     AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, _REAL, EPSILONS,
           "full-batch DP-SGD (opacus engine), Dirac gradient canary, last iterate"),
@@ -243,7 +243,7 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "Gaussian mechanism audited in ONE release with m canaries (Steinke et al. 2023)"),
     AuditSpec("in-situ", _in_situ("joint", None, "in-situ"), 1, 1, _REAL, (1.0, 4.0),
           "joint-DP bandit (default preset): the trees and DP-SGD refits one run built, audited as built"),
-    AuditSpec("in-situ-shuffle", _in_situ("shuffle", None, "in-situ-shuffle"), 1, 1, _REAL, (1.0, 4.0),
+    AuditSpec("in-situ-shuffle", _in_situ("shuffle", None, "in-situ-shuffle"), 1, 1, _REAL, (1.0,),
           "shuffle-DP bandit: the vector sums (and P_GD fits of ≥ 2 rounds) one run built, audited as built"),
     # --- planted bugs: the charge unchanged, the noise halved (or the sensitivity doubled) --------
     AuditSpec("gaussian-one-run-halved-sensitivity",

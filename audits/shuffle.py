@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-from audits.base import CLOPPER_PEARSON, Audit, Claim, huge_budget_account
+from audits.base import CLOPPER_PEARSON, Audit, Claim, approx_accounts, huge_budget_account
 from audits.bounds import ceiling_from_tails
 from audits.noise import _check_delta, _check_positive
 
@@ -118,10 +118,15 @@ class ShuffleBitSumReleaseAudit(_BitSumPair):
         self._open(epsilon, delta, n_users, mechanism_class, name)
 
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
-        mechanism = self._build(huge_budget_account("approx"), rng)
         bits = np.zeros(self.n_users, dtype=np.int64)
         bits[0] = neighbour
-        released = np.array([mechanism.release(bits).value for _ in range(runs)], dtype=float)
+        accounts, current, mechanism = approx_accounts(self.delta), None, None
+        released = np.empty(runs)
+        for run in range(runs):
+            account = next(accounts)
+            if account is not current:  # a fresh account (δ composes): a fresh mechanism on it
+                current, mechanism = account, self._build(account, rng)
+            released[run] = mechanism.release(bits).value
         # release = (count − γn/2)/(1 − γ): invert with the mechanism's public γ.
         return np.rint(released * (1.0 - mechanism.gamma) + mechanism.gamma * self.n_users / 2.0)
 

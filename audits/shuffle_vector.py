@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from audits.base import CLOPPER_PEARSON, Audit, Claim, huge_budget_account
+from audits.base import CLOPPER_PEARSON, Audit, Claim, approx_accounts, huge_budget_account
 from audits.bounds import ceiling_from_tails
 from audits.noise import _check_delta, _check_positive
 
@@ -125,12 +125,16 @@ class ShuffleVectorSumAudit(Audit):
         return ceiling_from_tails(null_tail, alternative_tail, runs, delta=claim.delta, confidence=confidence)[0]
 
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
-        mechanism = self._build(huge_budget_account("approx"), rng)
         values = np.zeros((self.n_users, self.d, self.d))
         values[0] = self.bound * (1.0 if neighbour else -1.0)
         rows, cols = np.triu_indices(self.d)
-        sums = np.array([np.asarray(mechanism.release(values, method=self.protocol).value)[rows, cols]
-                         for _ in range(runs)])
+        accounts, current, mechanism = approx_accounts(self.delta), None, None
+        sums = np.empty((runs, rows.size))
+        for run in range(runs):
+            account = next(accounts)
+            if account is not current:  # a fresh account (δ composes): a fresh mechanism on it
+                current, mechanism = account, self._build(account, rng)
+            sums[run] = np.asarray(mechanism.release(values, method=self.protocol).value)[rows, cols]
         # sum = (L/g)(ones − b n/2) − n L, inverted with the public L, g, b; minus the others' levels g(n − 1).
         ones = np.rint((sums + self.n_users * self.bound) * (self.levels / self.bound)
                        + self.noise_bits * self.n_users / 2.0)
@@ -235,6 +239,6 @@ class ShufflePGDAudit(Audit):
         return _approx_claim(self._fit(huge_budget_account("approx"), np.random.default_rng(0), 1.0).receipt)
 
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
-        account = huge_budget_account("approx")
+        accounts = approx_accounts(self.delta)
         label = 1.0 if neighbour else -1.0
-        return np.array([-float(np.asarray(self._fit(account, rng, label).value)[0]) for _ in range(runs)])
+        return np.array([-float(np.asarray(self._fit(next(accounts), rng, label).value)[0]) for _ in range(runs)])

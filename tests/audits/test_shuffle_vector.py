@@ -46,3 +46,14 @@ def test_bad_arguments_are_refused():
         ShufflePGDAudit(1.0, iterations=1)
     with pytest.raises(ValueError, match="n_users"):
         ShuffleVectorSumAudit(1.0, n_users=1)
+
+
+def test_audits_of_large_delta_releases_move_to_fresh_accounts():
+    # δ = 0.005 per release (the shuffle bandit's): 400 runs would spend δ = 2 on one ledger.
+    from audits.base import approx_accounts
+
+    accounts = approx_accounts(0.005)
+    first = [next(accounts) for _ in range(80)]
+    assert len({id(a) for a in first}) == 1 and next(accounts) is not first[0]
+    result = ShuffleVectorSumAudit(0.5, 0.005, n_users=10).run(400, seed=1)
+    assert result.verdict == "consistent"
