@@ -36,8 +36,8 @@ import json
 import math
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import numpy as np

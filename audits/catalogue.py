@@ -90,8 +90,9 @@ def _geometric(mechanism_class: type | str | None, name: str, *, forget: bool = 
         from audits.geometric import GeometricBatchAudit
 
         cls = _planted(mechanism_class) if isinstance(mechanism_class, str) else mechanism_class
-        return GeometricBatchAudit(epsilon, samples=8 if quick else 16, arms=2, forget=forget, mechanism_class=cls,
-                                   name=name)
+        # DP-TT's K arms: 2 at full size; --quick audits the one arm alone (same code path, half the charges).
+        return GeometricBatchAudit(epsilon, samples=8 if quick else 16, arms=1 if quick else 2, forget=forget,
+                                   mechanism_class=cls, name=name)
     return build
 
 

@@ -34,7 +34,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from audits.base import CLOPPER_PEARSON, Audit, Claim, approx_accounts, huge_budget_account
+from audits.base import (
+    CLOPPER_PEARSON,
+    Audit,
+    Claim,
+    approx_accounts,
+    huge_budget_account,
+)
 from audits.bounds import ceiling_from_tails
 from audits.noise import _check_delta, _check_positive
 
