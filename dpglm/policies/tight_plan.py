@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from accounting import ZCDP
+from accounting import GDP, ZCDP
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
     RarelySwitchingParameters,
@@ -269,27 +269,22 @@ def link_leaf_bound(family: GLMFamily | str, S: float) -> float:
     return float(np.max(family.dmu(np.linspace(-S, S, 20001)))) / math.e
 
 
-POOL_CURRENCY = "zcdp"
-"""Currency of the tight plan's pool (zCDP until the ledger has a Gaussian-DP currency)."""
+POOL_CURRENCY = "gdp"
+"""Currency of the tight plan's pool: Gaussian DP, whose (ε, δ) conversion is exact (docs/accounting.md)."""
 
 
 def pool_mu_sq(account: Any) -> float:
     """The pool's budget in μ² (GDP μ², or 2ρ on a zCDP account: a Gaussian's ρ is μ²/2)."""
     budget = account.budget
-    if account.currency == "gdp":
-        return float(Fraction(budget.mu) ** 2)
-    return float(2 * Fraction(budget.rho))
+    exact = budget.mu_squared if account.currency == "gdp" else 2 * Fraction(budget.rho)
+    value = float(exact)
+    return value if Fraction(value) <= exact else math.nextafter(value, 0.0)
 
 
 def gaussian_cost(account: Any, mu_sq: float) -> Any:
     """The cost of a Gaussian release of GDP μ² in the pool's currency (zCDP: ρ = μ²/2, exact)."""
     if account.currency == "gdp":
-        from accounting import GDP  # type: ignore[attr-defined]
-
-        mu = math.sqrt(mu_sq)
-        while Fraction(mu) ** 2 > Fraction(mu_sq):
-            mu = math.nextafter(mu, 0.0)
-        return GDP(mu)
+        return GDP.from_mu_squared(Fraction(mu_sq))
     return ZCDP(Fraction(mu_sq) / 2)
 
 
