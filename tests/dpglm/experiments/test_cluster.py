@@ -81,7 +81,7 @@ def test_sweep_and_audit_on_a_real_cluster_match_this_process(cluster, tmp_path,
     assert main([*SWEEP, "--jobs", "1", "--out", str(tmp_path / "serial")]) == 0
     assert main([*SWEEP, "--address", address, "--out", str(tmp_path / "cluster")]) == 0
     err = capsys.readouterr().err
-    print(err)
+    sys.__stderr__.write(err)
     serial, remote = _csv(tmp_path / "serial" / "shuffle_runs.csv"), _csv(tmp_path / "cluster" / "shuffle_runs.csv")
     assert len({(r["algorithm"], r["d"], r["seed"]) for r in serial}) == 8
     assert remote == serial  # strings of the same floats: bitwise equal
@@ -96,14 +96,14 @@ def test_sweep_and_audit_on_a_real_cluster_match_this_process(cluster, tmp_path,
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
     assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in run_sweep(sweep, progress=False)]
     worker_pids = {p.pid for p in started[1:]}
-    print(f"sweep cells ran in worker processes {sorted(pids)}; started workers {sorted(worker_pids)}")
+    sys.__stderr__.write(f"sweep cells ran in worker processes {sorted(pids)}; started workers {sorted(worker_pids)}\n")
     assert len(pids) >= 2 and pids <= worker_pids
 
     # A multi-chunk audit through --address: the same record as in this process.
     assert main([*AUDIT, "--jobs", "1", "--out", str(tmp_path / "audit-serial")]) == 0
     assert main([*AUDIT, "--address", address, "--out", str(tmp_path / "audit-cluster")]) == 0
     err = capsys.readouterr().err
-    print(err)
+    sys.__stderr__.write(err)
     assert _record(tmp_path / "audit-cluster" / "laplace-eps1.json") == \
         _record(tmp_path / "audit-serial" / "laplace-eps1.json")
     assert f"dask at {address}" in err and "ran in 2 process(es)" in err
