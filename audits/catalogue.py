@@ -117,7 +117,9 @@ def _shuffle_vector(planted: str | None, name: str, *, method: str = "counts") -
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.shuffle_vector import ShuffleVectorSumAudit
 
-        return ShuffleVectorSumAudit(epsilon, DELTA, n_users=20 if quick else 50, d=2, method=method,
+        # The message path builds every message (n·c·(2g + b) of them): kept to 10 users.
+        n_users = 10 if method == "messages" else 20 if quick else 50
+        return ShuffleVectorSumAudit(epsilon, DELTA, n_users=n_users, d=2, method=method,
                                      mechanism_class=None if planted is None else _planted(planted), name=name)
     return build
 
@@ -228,6 +230,9 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "shuffled bit sum through release() by its default method, count inverted from the release"),
     AuditSpec("shuffle-vector", _shuffle_vector(None, "shuffle-vector"), 20_000, 2_000, _REAL, EPSILONS,
           "shuffled vector sum of 2×2 symmetric leaves (the shuffle bandit's design sums), release() default method"),
+    AuditSpec("shuffle-vector-messages", _shuffle_vector(None, "shuffle-vector-messages", method="messages"),
+              1_000, 50, _REAL, (1.0,),
+              "shuffled vector sum through release(method='messages'): every message built and shuffled"),
     AuditSpec("shuffle-pgd", _shuffle_pgd(None, "shuffle-pgd"), 10_000, 1_000, _REAL, EPSILONS,
           "shuffle-private P_GD, Dirac gradient canary, T = 2, average iterate"),
     AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, _REAL, EPSILONS,

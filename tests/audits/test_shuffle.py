@@ -80,6 +80,7 @@ def test_release_audit_drives_the_default_method_and_inverts_to_the_count():
     assert counts.mean() == pytest.approx((1 - a) + 199 * a, abs=5 * np.sqrt(200 * a / 3000))
 
 
+@pytest.mark.slow
 def test_release_audit_reaches_ninety_percent_of_its_ceiling():
     result = ShuffleBitSumReleaseAudit(2.0, 1e-5, n_users=200).run(20_000, seed=1)
     assert result.verdict == "consistent" and result.holdout_runs == 0

@@ -73,7 +73,7 @@ def test_matrix_bulk_matches_a_loop_of_two_by_two_trees_as_the_bandit_builds_the
     rng = np.random.default_rng(3)
     u = np.array([1.0, 1.0]) / 2 ** 0.5
     reference = []
-    for _ in range(3000):
+    for _ in range(1500):
         tree = BinaryTreeMechanism(huge_budget_account("zcdp"), 8, (2, 2), 2**0.5, rng, cost=ZCDP(audit.rho), psd=True)
         total = np.zeros((2, 2))
         for t in range(1, 9):
@@ -81,7 +81,7 @@ def test_matrix_bulk_matches_a_loop_of_two_by_two_trees_as_the_bandit_builds_the
             if t & (t - 1) == 0:
                 total += release
         reference.append(-total[0, 1])
-    bulk = audit.sample(0, 3000, rng)[:, 0]
+    bulk = audit.sample(0, 1500, rng)[:, 0]
     assert tree.sigma == audit._single.sigma
     assert stats.ks_2samp(np.array(reference), bulk).pvalue > 1e-3
 
