@@ -33,7 +33,7 @@ import numpy as np
 
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
-from audits.noise import _check_delta, _check_positive, _same_noise, gaussian_claim
+from audits.noise import _check_delta, _check_positive, _same_noise, as_zcdp, gaussian_claim
 
 __all__ = ["DPSGDAudit", "linear_loss"]
 
@@ -85,10 +85,8 @@ class DPSGDAudit(Audit):
         if cost is None:
             self.epsilon = _check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
-        elif isinstance(cost, ZCDP):
-            self.epsilon, self.rho = None, Fraction(cost.rho)
         else:
-            raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
+            self.epsilon, self.rho = None, Fraction(as_zcdp(cost).rho)
         self.normalizer = bool(normalizer)
         self._zcdp = ZCDP
         self.chunk = 50_000

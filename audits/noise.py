@@ -57,6 +57,23 @@ def gaussian_claim(receipt: object, delta: float) -> Claim:
                  ledger_epsilon=float(convert.zcdp_to_approx(rho, delta)))
 
 
+def as_zcdp(cost: object) -> object:
+    """A Gaussian release's cost as zCDP: ``ZCDP`` as is, ``GDP(μ)`` as ρ = μ²/2 (the same Δ/σ).
+
+    For auditing a mechanism a policy charged in GDP: the audit rebuilds it on a
+    zCDP ledger, where σ is calibrated continuously (Δ√k/μ); the GDP path calibrates
+    σ for its float-safe lattice, larger by ~10⁻⁵ relative at most, so the audited
+    copy is never noisier than the policy's (docs/audits.md).
+    """
+    from accounting import GDP, ZCDP
+
+    if isinstance(cost, ZCDP):
+        return cost
+    if isinstance(cost, GDP):
+        return ZCDP(Fraction(cost.mu_squared) / 2)
+    raise TypeError(f"cost must be an accounting.ZCDP or GDP, got {type(cost).__name__}")
+
+
 def _same_noise(name: str, bulk: float, single: float) -> None:
     if not math.isclose(bulk, single, rel_tol=1e-9):
         raise RuntimeError(f"bulk mechanism's {name} {bulk!r} differs from the single run's {single!r}: "

@@ -42,7 +42,7 @@ import numpy as np
 
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
-from audits.noise import _check_delta, _check_positive, _same_noise, gaussian_claim
+from audits.noise import _check_delta, _check_positive, _same_noise, as_zcdp, gaussian_claim
 
 __all__ = ["TreeAudit", "factorization_weights"]
 
@@ -80,8 +80,9 @@ class TreeAudit(Audit):
         Matrix elements are PSD (``psd=True`` in the mechanism); ignored for vectors.
     mechanism_class : type
         ``BinaryTreeMechanism`` (default), ``SquareRootFactorizationMechanism`` or a subclass.
-    cost : accounting.ZCDP, optional
-        Charge the counter exactly this cost (an in-situ audit of a policy's tree).
+    cost : accounting.ZCDP or accounting.GDP, optional
+        Charge the counter exactly this cost (an in-situ audit of a policy's tree; a GDP
+        cost is audited as ρ = μ²/2, :func:`audits.noise.as_zcdp`).
     """
 
     mechanism = "BinaryTreeMechanism"
@@ -109,9 +110,7 @@ class TreeAudit(Audit):
             self.epsilon = _check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         else:
-            if not isinstance(cost, ZCDP):
-                raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
-            self.rho, self.epsilon = Fraction(cost.rho), None
+            self.rho, self.epsilon = Fraction(as_zcdp(cost).rho), None
         self._zcdp = ZCDP
         self._single = self._counter(huge_budget_account("zcdp"), 1, np.random.default_rng(0))
         if self.factorization:
