@@ -33,7 +33,13 @@ import numpy as np
 
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
-from audits.noise import _check_delta, _check_positive, _same_noise, as_zcdp, gaussian_claim
+from audits.noise import (
+    _check_delta,
+    _check_positive,
+    _same_noise,
+    as_zcdp,
+    gaussian_claim,
+)
 
 __all__ = ["DPSGDAudit", "linear_loss"]
 
