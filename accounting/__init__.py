@@ -1,6 +1,6 @@
 """accounting: the privacy ledger, the only code that knows what privacy costs.
 
-Public API (see DESIGN.md, accounting/): cost values :class:`PureDP`,
+Public API (see docs/design.md, accounting/): cost values :class:`PureDP`,
 :class:`ApproxDP`, :class:`ZCDP`, :class:`GDP`; the :class:`Ledger` and its
 :class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`; the
 journal's errors (:mod:`accounting.journal`, docs/threat-model.md);

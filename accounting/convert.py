@@ -5,7 +5,7 @@ that is a valid upper bound (evaluated at a concrete Rényi order), an inverse
 returns a ρ at or below the true supremum, and a calibrated σ is rounded up so
 that the noise is never smaller than the charge allows.
 
-Sources (see REFERENCES.md, "Privacy accounting"):
+Sources (see docs/references.md, "Privacy definitions and composition"):
 
 - Bun & Steinke 2016 (BS), Prop. 1.3 / 1.6: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP;
   ε-DP ⇒ (ε²/2)-zCDP; Gaussian with L2 sensitivity Δ and std σ is Δ²/(2σ²)-zCDP.
@@ -140,7 +140,7 @@ def zcdp_to_approx(
     -------
     float
         ε (0 when ρ = 0). Example: ρ = 0.5, δ = 1e-6 gives CKS 5.2215,
-        Bun–Steinke 5.7565 (REFERENCES.md check values).
+        Bun–Steinke 5.7565 (docs/references.md check values).
     """
     r = _nonnegative(rho, "rho")
     d = _delta(delta)

@@ -1,6 +1,6 @@
 """The privacy ledger: one total budget, a tree of named accounts, exact spends.
 
-Rules (DESIGN.md, accounting/; REFERENCES.md, privacy accounting):
+Rules (docs/design.md, accounting/; docs/references.md, "Privacy definitions and composition"):
 
 - **Exact arithmetic.** Budgets and spends are :class:`fractions.Fraction`; a
   float is read as the decimal it prints as (``0.1`` is 1/10), so ten charges

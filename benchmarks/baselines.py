@@ -22,7 +22,7 @@ from dpglm.policies.ecolog import ECOLog
 from dpglm.policies.glm_ucb import GLMUCB
 from dpglm.policies.gloc import GLOC
 
-PAPER_TABLE2 = {  # paper Table 2 (REFERENCES.md)
+PAPER_TABLE2 = {  # paper Table 2 (docs/references.md)
     "GLM-UCB": {2.0: 1400.27, 2.5: 1943.23, 3.0: 2323.06},
     "GLOC": {2.0: 384.68, 2.5: 631.60, 3.0: 1346.59},
 }

@@ -9,7 +9,7 @@ Run ``python -m benchmarks.shuffle_bandit``. Prints two small tables:
 2. Per-entry noise sd of the released ``V`` (entries bounded by 1) at the covariance half
    (ε/2, δ/2) for the batch-1 sizes of the experiment: the exact shuffle accountant's
    calibrated noise bits vs the paper's constant-based count
-   ``b = 24e4 g² ln²(4d²/δ)/(ε² n)`` (App. T as recalled in REFERENCES.md), and their ratio.
+   ``b = 24e4 g² ln²(4d²/δ)/(ε² n)`` (App. T as recalled in docs/references.md), and their ratio.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each leaf command lives in its own module exposing ``add_arguments(parser)`` and
 ``run(args) -> int``; this file only wires them together. Only the module of
 the command actually invoked is imported, so ``dpglm --help`` stays fast and one
 command's heavy dependencies (torch, matplotlib) never load for another. This
-is the only file of :mod:`dpglm` that may import :mod:`audits` (DESIGN.md,
+is the only file of :mod:`dpglm` that may import :mod:`audits` (docs/design.md,
 dependency direction).
 """
 

@@ -1,7 +1,7 @@
 """Geometric-batch Laplace mean estimator of private best-arm identification.
 
 Jourdan & Azize (2025), §4 "private estimator with arm-dependent geometric
-batching" (``../shared/BAI.md``, "DP-TT private mean estimator"). Arm a's
+batching" (``docs/references.md``, "DP-TT private mean estimator"). Arm a's
 rewards are cut into consecutive batches at the counts ⌈(1+η)^k⌉ (k = 0, 1, …,
 duplicates removed); when arm a's count reaches its next refresh point, the
 sum of the batch just completed is released with Laplace noise Lap(1/ε) and
@@ -55,7 +55,7 @@ def check_eta(eta: object) -> float:
 
 
 class RefreshPoints:
-    """The distinct batch boundaries ⌈(1+η)^k⌉, k = 0, 1, …, computed on demand (paper §4; BAI.md).
+    """The distinct batch boundaries ⌈(1+η)^k⌉, k = 0, 1, …, computed on demand (paper §4; docs/references.md).
 
     The first point is 1: every arm's first reward is released on its own. η is
     read as the decimal it prints as (the ledger's convention) and powers are
@@ -207,7 +207,7 @@ class GeometricBatchMean(Mechanism):
 
         An entry may complete its current batch (count reaches the next refresh
         point exactly) but not run past it. Every completed batch is charged,
-        then noised once with Lap(1/ε) (paper §4, BAI.md). Returns, for each
+        then noised once with Lap(1/ε) (paper §4, docs/references.md). Returns, for each
         completed batch, ``(run, arm, Release)`` whose value is the arm's new
         noisy sum S̃ (cumulative, or the last batch's if ``forget``); the
         matching sample count Ñ is :attr:`phase_counts` (public).

@@ -1,11 +1,11 @@
 """Gaussian and Laplace mechanisms, and the exact calibration of their noise to a cost.
 
 Every release charges the account first and draws noise only once the charge
-is granted (DESIGN.md, mechanisms/). Calibration rounds the noise UP: the
+is granted (docs/design.md, mechanisms/). Calibration rounds the noise UP: the
 privacy loss of the noise actually drawn never exceeds the cost charged,
 checked in exact rational arithmetic on the floats that are used.
 
-Costs (REFERENCES.md, "Privacy accounting"): the Gaussian mechanism with
+Costs (docs/references.md, "Privacy definitions and composition"): the Gaussian mechanism with
 L2 sensitivity Δ and standard deviation σ is Δ²/(2σ²)-zCDP (Bun & Steinke
 2016, Prop. 1.6); k of them composed are kΔ²/(2σ²)-zCDP. The Laplace mechanism
 with L1 sensitivity Δ and scale b is (Δ/b)-DP (Dwork & Roth 2014, Thm 3.6).

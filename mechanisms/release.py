@@ -1,6 +1,6 @@
 """The only thing a mechanism hands out: a read-only noisy value plus the receipt of its charge.
 
-Policies decide only from ``Release`` values (DESIGN.md, mechanisms/), so a release
+Policies decide only from ``Release`` values (docs/design.md, mechanisms/), so a release
 must not be mutable after the fact, nor forgeable: the array is copied into an
 immutable ``bytes`` buffer (numpy refuses to make an array over it writeable
 again, through the value or through its ``base``), the dataclass is frozen,

@@ -16,7 +16,7 @@ analyzer sees only the shuffled multiset. Two protocols:
   returns ``(L / g)(count - b n / 2) - n L``. Symmetric ``d x d`` matrices are sent
   as their ``d(d + 1)/2`` upper-triangle entries and rebuilt symmetric.
 
-The noise bits are fair (``p = 1/2``), not the recalled ``p = 1/4`` of REFERENCES.md:
+The noise bits are fair (``p = 1/2``), not the recalled ``p = 1/4`` of docs/references.md:
 a fair bit has the largest variance per message, and the symmetric binomial makes a
 single dominating pair cover both neighbour orders in the accountant
 (:mod:`mechanisms.shuffle_accountant`, whose docstring holds the privacy derivations).

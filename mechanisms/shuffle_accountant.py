@@ -30,7 +30,7 @@ its divergence is ``E_M[H_eps(Bin(M,1/2)+Ber(a) || Bin(M,1/2)+Ber(1-a))]``,
 the same for every configuration of the others. The count is a post-processing
 of that view, so this is a valid bound for every configuration (and both
 neighbour orders, by the reflection ``c -> M + 1 - c``). It reproduces
-REFERENCES.md's data point (n = 1000, gamma*n = 60, delta = 1e-5: eps = 0.986).
+docs/references.md's data point (n = 1000, gamma*n = 60, delta = 1e-5: eps = 0.986).
 The exact divergence of the count alone for a given configuration is also
 provided (:func:`bitsum_delta_for_configuration`); it is smaller (eps = 0.84 at
 that point, all others holding 0), but a worst case over configurations is not
@@ -349,7 +349,7 @@ def fmt_epsilon(local_epsilon: float, n: int, delta: float) -> float:
 
     ``eps <= ln(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 ln(4/delta) / n) + 8 e^eps0 / n))``,
     valid for ``eps0 <= ln(n / (16 ln(2/delta)))`` (FMT 2021, Thm. 3.1 / Cor. 4.3,
-    as recorded in REFERENCES.md). Used only to show the exact accountant is tighter.
+    as recorded in docs/references.md). Used only to show the exact accountant is tighter.
 
     Raises
     ------
@@ -373,7 +373,7 @@ def fmt_epsilon(local_epsilon: float, n: int, delta: float) -> float:
 
 
 def default_levels(n: int, dimension: int) -> int:
-    """The rounding resolution ``g = max(ceil(2 sqrt(n)), dimension, 4)`` (REFERENCES.md, Cheu et al. 2022)."""
+    """The rounding resolution ``g = max(ceil(2 sqrt(n)), dimension, 4)`` (docs/references.md, Cheu et al. 2022)."""
     n = _check_users(n, 1)
     dimension = _check_int("dimension", dimension, 1)
     return max(math.ceil(2.0 * math.sqrt(n)), dimension, 4)
@@ -382,7 +382,7 @@ def default_levels(n: int, dimension: int) -> int:
 def paper_noise_bits(n: int, epsilon: float, delta: float, dimension: int, levels: int | None = None) -> float:
     """The recalled closed-form noise-bit count ``b = 24e4 g^2 ln^2(4 d^2 / delta) / (eps^2 n)``.
 
-    Only for comparison with :func:`calibrate_noise_bits` (REFERENCES.md marks the
+    Only for comparison with :func:`calibrate_noise_bits` (docs/references.md marks the
     constant as recalled, to verify; it is not used to certify anything).
     """
     n = _check_users(n, 1)

@@ -33,7 +33,7 @@ PAPER_TABLE2: dict[tuple[str, float], dict[float, float]] = {
     ("Private-GLM", 8.0): {2.0: 425.53, 2.5: 445.27, 3.0: 452.60},
     ("RS-GLinUCB", math.inf): {2.0: 289.69, 2.5: 170.10, 3.0: 200.62},
 }
-"""The paper's Table 2 (REFERENCES.md), keyed by (algorithm, ε) then S."""
+"""The paper's Table 2 (docs/references.md), keyed by (algorithm, ε) then S."""
 
 TOLERANCE = 0.15
 

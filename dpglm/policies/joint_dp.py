@@ -160,7 +160,7 @@ def joint_dp_parameters(
     ``V_t ⋠ c·V_o`` with Criterion II's factor c (``refit_o_factor``; the paper refits at
     every exploration round, which leaks, see :class:`JointDPGLMBandit`).
 
-    ``"paper-simulation"`` (the authors' simulation hyperparameters, REFERENCES.md)::
+    ``"paper-simulation"`` (the authors' simulation hyperparameters, docs/references.md)::
 
         λ = 2 ln(4/δ) ln²(4T/ζ)/(εκ*) + 0.75 d ln(4T/ζ)/R²
         γ = R S √(d ln(T/ζ)),   β = 4√(d ln(T/ζ))
