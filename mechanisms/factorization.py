@@ -84,7 +84,7 @@ class SquareRootFactorizationMechanism(ContinualRelease):
     Parameters
     ----------
     account : accounting.Account
-        zCDP account charged once for the whole horizon.
+        zCDP or GDP account (currency ``"zcdp"`` or ``"gdp"``) charged once for the whole horizon.
     horizon : int
         Number T ≥ 1 of elements.
     shape : tuple
@@ -95,8 +95,8 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         Source of the noise.
     sigma : float, optional
         Std of the uncorrelated noise Z (diagonal entries for matrices).
-    cost : accounting.ZCDP, optional
-        Cost of the whole horizon; σ is calibrated to it, rounded up. If neither
+    cost : accounting.ZCDP or accounting.GDP, optional
+        Cost of the whole horizon (in the account's currency); σ is calibrated to it, rounded up. If neither
         ``sigma`` nor ``cost`` is given, all of ``account.remaining`` is spent.
     relation : {"replace_one", "add_remove"}
     psd : bool
@@ -120,6 +120,21 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         """History buffers for Cx and its noisy version (the noise itself is drawn at first append)."""
         self._elements_seen = np.zeros((self.horizon, *self.shape))
         self._noisy_cx = np.zeros((self.horizon, *self.shape))
+
+    def _gdp_entries(self) -> int:
+        """All T·m entries of Cx: one element moves them together, and they are rounded jointly."""
+        return self.horizon * int(np.prod(self.shape))
+
+    def _gdp_terms(self, compositions: Fraction) -> tuple[float, Fraction, int]:
+        """One Gaussian release of the T·m vector Cx, of L2 sensitivity √(Σc_k²)·Δ: μ² = μ′² (k = 1).
+
+        Changing element s moves Cx by c_{t−s}(x_s − x_s') in row t ≥ s, of total L2 norm
+        √(Σ_{k<T−s} c_k²)·‖x_s − x_s'‖ ≤ √(Σc_k²)·Δ; Cx is rounded to the lattice as one
+        vector (:meth:`append`), so :func:`mechanisms.lattice.gdp_mu_squared` of that vector
+        bounds its GDP (``docs/float-safe-noise.md``). Continuous limit: μ = √(Σc_k²)·Δ/σ,
+        i.e. μ²/2 = the zCDP charge (Dong, Roth & Su 2022; Bun & Steinke 2016).
+        """
+        return self._row_sensitivity(), Fraction(1), self._gdp_entries()
 
     def _row_sensitivity(self) -> float:
         """√(Σc_k²)·Δ rounded down (a smaller value only enlarges the noise's rounding allowance)."""

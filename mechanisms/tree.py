@@ -430,8 +430,10 @@ class ContinualRelease(Mechanism, abc.ABC):
 
     def _charge_horizon(self, account: object, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
                         detail: str, sigma_label: str = "sigma") -> None:
-        self.sigma, self.cost = continual_cost(account, sigma, cost, self.charged_sensitivity, compositions,
-                                               self._gdp_entries())
+        sensitivity, weight, entries = self.charged_sensitivity, compositions, self._gdp_entries()
+        if getattr(account, "currency", None) == "gdp":
+            sensitivity, weight, entries = self._gdp_terms(compositions)
+        self.sigma, self.cost = continual_cost(account, sigma, cost, sensitivity, weight, entries)
         self.receipt = self._charge(
             self.cost,
             releases=self.horizon,
@@ -450,6 +452,13 @@ class ContinualRelease(Mechanism, abc.ABC):
     def _gdp_entries(self) -> int | None:
         """Entries m of one node when every node an element enters moves by ≤ Δ (GDP-capable), else None."""
         return None
+
+    def _gdp_terms(self, compositions: Fraction) -> tuple[float, Fraction, int | None]:
+        """(sensitivity, number k of equal-sensitivity releases, entries of one) of the GDP charge μ² = k·μ′².
+
+        Default: the k = ``compositions`` nodes an element enters, each moved by ≤ Δ.
+        """
+        return self.charged_sensitivity, compositions, self._gdp_entries()
 
     @abc.abstractmethod
     def _plan(self) -> tuple[Fraction, str, str]:

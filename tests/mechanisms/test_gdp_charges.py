@@ -80,7 +80,22 @@ def test_dpsgd_full_batch_in_a_gdp_account():
     assert spent.charged == GDP(Fraction(1, 2))
 
 
-def test_the_factorization_mechanism_refuses_a_gdp_account():
+@pytest.mark.parametrize("shape", [(2,), (3, 3)])
+def test_the_factorization_mechanism_charges_one_gaussian_release_of_cx(shape):
+    # Cx is one release of T·m entries whose L2 sensitivity is √(Σ c_k²)·Δ (c_k = binom(2k, k)/4^k),
+    # rounded jointly on one lattice: μ′ of that vector, recomputed here from the closed-form coefficients.
     _, pool = gdp_pool()
-    with pytest.raises(TypeError, match="zcdp"):
-        SquareRootFactorizationMechanism(pool, 10, (2,), 1.0, np.random.default_rng(0))
+    horizon = 64
+    mechanism = SquareRootFactorizationMechanism(pool, horizon, shape, 1.0, np.random.default_rng(0),
+                                                 psd=len(shape) == 2)
+    assert mechanism.cost == GDP.from_mu_squared(pool.budget.mu_squared) and pool.remaining == GDP(0)
+    column = sum(math.comb(2 * k, k) ** 2 / 16**k for k in range(horizon))
+    row_sensitivity = math.sqrt(column) * mechanism.charged_sensitivity
+    entries = horizon * int(np.prod(shape))
+    mu_noise = node_mu(mechanism.sigma, row_sensitivity, entries)
+    assert mu_noise <= mechanism.cost.mu * (1 + 1e-12)
+    assert mu_noise == pytest.approx(mechanism.cost.mu, rel=1e-8)  # σ is not over-calibrated
+    continuous = row_sensitivity / mechanism.sigma  # the continuous Gaussian's μ, i.e. √(2ρ) of its zCDP charge
+    assert continuous < mechanism.cost.mu and continuous == pytest.approx(mechanism.cost.mu, rel=1e-5)
+    element = np.full(shape, 0.1) if len(shape) == 1 else np.eye(3) * 0.1
+    assert mechanism.append(element).value.shape == shape
