@@ -264,6 +264,7 @@ class _TopTwo:
         if threshold in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
             # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb)
             kappa = max(1.0, self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0))
+            self._kappa = kappa  # rechecked against the mechanism's own noise in run()
             self.threshold = MixtureThreshold(k, delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
         else:
             self.threshold = {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
@@ -315,6 +316,7 @@ class _TopTwo:
         R, K = int(n_runs), self.mu.size
         max_steps = check_max_steps(max_steps, K)
         est = _Estimator(R, K, self.epsilon, noise_rng, self.eta, self.forget, self.private)
+        self._match_threshold_to_noise(est)
         N = np.ones((R, K), dtype=np.int64)
         n_lead = np.zeros((R, K), dtype=np.int64)
         l_lead = np.zeros((R, K), dtype=np.int64)
@@ -415,6 +417,23 @@ class _TopTwo:
             rec[cut] = best[cut]  # what the run would recommend if it stopped now
             active = np.setdiff1d(rows, np.union1d(done, cut))
         return BAIResult(tau, rec, stopped, int(np.argmax(self.mu)), est.ledgers)
+
+    def _match_threshold_to_noise(self, est: _Estimator) -> None:
+        """The mixture threshold must use the noise the estimator actually draws (docs/bai-threshold.md).
+
+        A mechanism that declares ``noise_log_mgf`` (φ at λ = εθ) is used as is; otherwise
+        its Laplace ``scale`` b gives κ = εb. Continuous Laplace φ with that κ also
+        dominates discrete Laplace noise of the same scale (checked in the tests).
+        """
+        if not isinstance(self.threshold, MixtureThreshold) or not est.private:
+            return
+        phi = getattr(est.mech, "noise_log_mgf", None)
+        if phi is None:
+            kappa = max(1.0, self.epsilon * float(est.mech.scale))
+            if kappa == self._kappa:
+                return
+            phi, self._kappa = laplace_log_mgf(kappa), kappa
+        self.threshold = MixtureThreshold(self.mu.size, self.delta, self.epsilon, self.eta, noise_log_mgf=phi)
 
     def _new_leaders(self, est, rows, lead, best, tie_rng):
         """ã: empirical best of the clipped private means, ties broken uniformly (paper §5); then B."""

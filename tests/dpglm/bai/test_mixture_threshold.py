@@ -58,6 +58,14 @@ def test_pair_threshold_is_below_two_per_arm_union_thresholds_and_symmetric():
         MixtureThreshold(5, 0.01, float("inf"))
 
 
+def test_continuous_laplace_mgf_dominates_the_discrete_one_of_the_same_scale():
+    """So a threshold built for Lap(b) stays valid if the estimator draws discrete Laplace of scale b instead."""
+    theta = np.linspace(0.0, 0.999, 400)
+    for t in (1, 2, 3, 10, 1000):
+        for kappa in (1.0, 1.7):
+            assert np.all(discrete_laplace_log_mgf(t, kappa)(theta) <= laplace_log_mgf(kappa)(theta) + 1e-12)
+
+
 def test_discrete_laplace_mgf_tends_to_the_continuous_one_and_matches_its_series():
     theta = np.array([0.1, 0.5, 0.9])
     np.testing.assert_allclose(discrete_laplace_log_mgf(10**6)(theta), laplace_log_mgf()(theta), rtol=1e-6)
