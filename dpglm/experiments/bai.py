@@ -134,7 +134,7 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: int | 
     return {
         "stopping": stopping, "instance": instance, "algorithm": algorithm, "epsilon": eps, "runs": runs,
         "mean": tau.mean(), "std": tau.std(ddof=1) if runs > 1 else 0.0, "median": float(np.median(tau)),
-        "q90": float(np.quantile(tau, 0.9)), "cut": int(np.sum(~res.stopped)), "errors": err,
+        "q90": float(np.quantile(tau, 0.9)), "q95": float(np.quantile(tau, 0.95)), "cut": int(np.sum(~res.stopped)), "errors": err,
         "error_rate": err / runs, "error_cp95_low": lo, "error_cp95_high": hi,
         "ledger_eps_max": max(spent) if spent else float("nan"),
         "steps": int(tau.sum()), "seconds": seconds, "seed": _seed_label(seed),
