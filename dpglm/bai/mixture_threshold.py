@@ -34,9 +34,9 @@ _W0 = 0.1  # prior atom at λ = 0: Φ ≥ w₀ whatever the data, so one arm's l
 
 
 def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
-    """φ(θ) = log E exp(εθ·L) for L ~ Lap(b), κ = εb ≥ 1: −log(1 − (κθ)²), +inf for κθ ≥ 1."""
-    if not kappa >= 1.0:
-        raise ValueError(f"kappa = epsilon * scale must be >= 1, got {kappa!r}")
+    """φ(θ) = log E exp(εθ·L) for L ~ Lap(b), κ = εb > 0: −log(1 − (κθ)²), +inf for κθ ≥ 1."""
+    if not kappa > 0:
+        raise ValueError(f"kappa = epsilon * scale must be > 0, got {kappa!r}")
 
     def phi(theta: np.ndarray) -> np.ndarray:
         x = kappa * np.asarray(theta, dtype=float)
@@ -47,21 +47,24 @@ def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def discrete_laplace_log_mgf(t: int, kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
-    """φ(θ) for discrete Laplace noise P(z) ∝ e^{−|z|/t} on a lattice of step h, with ε·h·t = κ ≥ 1.
+    """φ(θ) for noise g·Y, Y discrete Laplace P(y) ∝ e^{−|y|/t} on ℤ, with κ = ε·g·t > 0 (the scale in reward units times ε).
 
-    E e^{sZ} = (1 − p)²/((1 − pe^s)(1 − pe^{−s})), p = e^{−1/t}, |s| < 1/t; at λ = εθ, s = κθ/t.
+    E e^{sY} = (1 − p)²/((1 − pe^s)(1 − pe^{−s})), p = e^{−1/t}, |s| < 1/t, at s = λg = κθ/t;
+    written with expm1 (1 − pe^{±s} = −expm1(±s − 1/t)) so that t up to 2^52 stays exact.
+    This is the noise :class:`mechanisms.lattice.LaplaceLattice` draws.
     """
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
         raise ValueError(f"t must be an integer >= 1, got {t!r}")
-    if not kappa >= 1.0:
-        raise ValueError(f"kappa must be >= 1, got {kappa!r}")
-    p = np.exp(-1.0 / t)
+    if not kappa > 0:
+        raise ValueError(f"kappa must be > 0, got {kappa!r}")
+    inv_t = 1.0 / float(t)
 
     def phi(theta: np.ndarray) -> np.ndarray:
-        s = kappa * np.asarray(theta, dtype=float) / t
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            val = 2 * np.log1p(-p) - np.log1p(-p * np.exp(s)) - np.log1p(-p * np.exp(-s))
-        return np.where(kappa * np.asarray(theta) < 1, val, np.inf)
+        th = np.asarray(theta, dtype=float)
+        s = np.minimum(kappa * th, 1.0) * inv_t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = 2 * np.log(-np.expm1(-inv_t)) - np.log(-np.expm1(s - inv_t)) - np.log(-np.expm1(-s - inv_t))
+        return np.where(kappa * th < 1, val, np.inf)
 
     return phi
 

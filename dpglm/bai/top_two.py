@@ -53,7 +53,7 @@ from numpy.typing import ArrayLike
 from accounting import Ledger, PureDP
 from dpglm._validation import check_max_steps, real_array
 from dpglm.bai.divergences import _d_plus, _transport_cost
-from dpglm.bai.mixture_threshold import MixtureThreshold, laplace_log_mgf
+from dpglm.bai.mixture_threshold import MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import laplace_scale_for
@@ -263,8 +263,8 @@ class _TopTwo:
         k = self.mu.size
         if threshold in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
             # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb)
-            kappa = max(1.0, self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0))
-            self._kappa = kappa  # rechecked against the mechanism's own noise in run()
+            kappa = self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
+            # replaced at run() by the noise the mechanism actually draws (_match_threshold_to_noise)
             self.threshold = MixtureThreshold(k, delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
         else:
             self.threshold = {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
@@ -421,18 +421,19 @@ class _TopTwo:
     def _match_threshold_to_noise(self, est: _Estimator) -> None:
         """The mixture threshold must use the noise the estimator actually draws (docs/bai-threshold.md).
 
-        A mechanism that declares ``noise_log_mgf`` (φ at λ = εθ) is used as is; otherwise
-        its Laplace ``scale`` b gives κ = εb. Continuous Laplace φ with that κ also
-        dominates discrete Laplace noise of the same scale (checked in the tests).
+        In order: a mechanism's own ``noise_log_mgf``; the discrete Laplace of its
+        lattice (grid g, scale t in grid units: κ = εgt, :func:`discrete_laplace_log_mgf`);
+        else continuous Laplace with κ = ε·``scale``.
         """
         if not isinstance(self.threshold, MixtureThreshold) or not est.private:
             return
         phi = getattr(est.mech, "noise_log_mgf", None)
-        if phi is None:
-            kappa = max(1.0, self.epsilon * float(est.mech.scale))
-            if kappa == self._kappa:
-                return
-            phi, self._kappa = laplace_log_mgf(kappa), kappa
+        lattice = getattr(est.mech, "_lattice", None)
+        if phi is None and lattice is not None and hasattr(lattice, "scale_units"):
+            t = int(lattice.scale_units)
+            phi = discrete_laplace_log_mgf(t, self.epsilon * float(lattice.grid) * t)
+        elif phi is None:
+            phi = laplace_log_mgf(self.epsilon * float(est.mech.scale))
         self.threshold = MixtureThreshold(self.mu.size, self.delta, self.epsilon, self.eta, noise_log_mgf=phi)
 
     def _new_leaders(self, est, rows, lead, best, tie_rng):

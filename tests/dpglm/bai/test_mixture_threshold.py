@@ -69,6 +69,8 @@ def test_continuous_laplace_mgf_dominates_the_discrete_one_of_the_same_scale():
 def test_discrete_laplace_mgf_tends_to_the_continuous_one_and_matches_its_series():
     theta = np.array([0.1, 0.5, 0.9])
     np.testing.assert_allclose(discrete_laplace_log_mgf(10**6)(theta), laplace_log_mgf()(theta), rtol=1e-6)
+    # the lattice's scale in grid units reaches 2^41 and more: still exact
+    np.testing.assert_allclose(discrete_laplace_log_mgf(2**41)(theta), laplace_log_mgf()(theta), rtol=1e-9)
     # t = 1, s = θ: log of Σ_z tanh(1/2) e^{−|z|} e^{sz}, summed directly
     z = np.arange(-2000, 2001)
     direct = [np.log(np.sum(np.tanh(0.5) * np.exp(-np.abs(z) + s * z))) for s in theta]
