@@ -157,7 +157,7 @@ class AuditResult:
 def huge_budget_account(currency: str):
     """A fresh account whose budget no audit run can exhaust, in ``currency``.
 
-    Every real release charges a ledger (DESIGN.md); an audit's bulk runs are
+    Every real release charges a ledger (docs/design.md); an audit's bulk runs are
     charged to a throw-away ledger of ρ = 10¹² (or ε = 10¹²), so the mechanism
     code path — charge first, then sample — is the one exercised.
     """

@@ -1,7 +1,7 @@
 """Every audit the command line knows: the correct mechanisms and their planted-bug variants.
 
 Each entry builds an :class:`~audits.base.Audit` for a target ε, at full size
-(the table in the report; run counts from REFERENCES.md or more) or quick
+(the table in the report; run counts from docs/references.md or more) or quick
 size (``dpglm audit all --quick``), and states the verdict a correct
 implementation must get: ``"consistent"`` for the real mechanisms,
 ``"violated"`` for the planted bugs.

@@ -1,6 +1,6 @@
 """Audit of projected DP-SGD (``mechanisms/optim/dpsgd.py``) with a Dirac gradient canary.
 
-Worst-case pair (REFERENCES.md, privacy auditing; Nasr et al. 2023, §5): the
+Worst-case pair (docs/references.md, privacy auditing; Nasr et al. 2023, §5): the
 data set holds one canary row whose per-sample gradient is a fixed vector of
 norm C whatever θ is, and rows whose gradient is 0. With the linear loss
 ℓ(z, y) = −y·z the gradient of a row (x, y) is −y·x; the canary is x = e

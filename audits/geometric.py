@@ -1,6 +1,6 @@
 """Audit of the geometric-batch Laplace mean (``mechanisms/geometric.py``).
 
-Worst-case pair (REFERENCES.md, privacy auditing): one arm's reward stream is
+Worst-case pair (docs/references.md, privacy auditing): one arm's reward stream is
 all zeros except its first reward — the smallest batch, of size one — which
 is 0 on ``D0`` and 1 on ``D1`` (rewards in [0, 1], replace-one). The auditor
 observes every release of the arm (the cumulative noisy sums after batches

@@ -134,7 +134,7 @@ class DepthUnscaledTree(_ScaledPlan, BinaryTreeMechanism):
     """Bug: charges ρ = L·Δ²/(2σ²) for the horizon but draws node noise calibrated for one node.
 
     The σ actually used is the one a single Gaussian release of cost ρ would
-    need, √L times too small (the "missing √L" of REFERENCES.md).
+    need, √L times too small (the "missing √L" of docs/references.md).
     """
 
     _WEIGHT = None
@@ -148,7 +148,7 @@ class AddRemoveNoiseDPSGD(DPSGD):
     """Bug: noise for sensitivity C (add/remove) while replace-one moves a clipped sum by 2C.
 
     The charge stays ρ = E·(2C)²/(2σ²) for the σ of the correct plan; the noise
-    drawn is half of it (the authors' code, REFERENCES.md). Both engines
+    drawn is half of it (the authors' code, docs/references.md). Both engines
     (``"opacus"``, ``"vectorised"``) draw their noise from the plan's σ.
     """
 

@@ -3,7 +3,7 @@
 Bernoulli means throughout. ``kl`` is the Kullback–Leibler divergence, ``d_eps``
 the privacy-aware divergence of Jourdan & Azize (2025, §3)
 ``d_ε(x, y) = inf_{z ∈ [x∧y, x∨y]} ε|z − x| + kl(z, y)``, and ``d_plus`` /
-``d_minus`` its signed one-sided forms (paper §3; ``../shared/BAI.md``).
+``d_minus`` its signed one-sided forms (paper §3; ``docs/references.md``).
 ``transport_cost`` is the GLR transport cost C*_ε (paper §4), solved in closed
 form: its objective is convex and C¹ in the meeting point x, and on each of the
 four branch combinations (kl / linear for either arm) the stationarity equation
@@ -177,7 +177,7 @@ def transport_cost(
 ) -> np.ndarray:
     """GLR transport cost C*_ε(1, 2, ν, w) = inf_x w₁ d⁻_ε(m₁, x) + w₂ d⁺_ε(m₂, x).
 
-    paper §4 (GLR stopping statistic, BAI.md "Transport cost"). Zero when
+    paper §4 (GLR stopping statistic, docs/references.md "Transport cost"). Zero when
     m₁ ≤ m₂; otherwise the objective is convex and C¹ on [m₂, m₁], so its
     minimum is the best of the (closed-form) stationary points of the four
     branch combinations and the two end points, evaluated on the true

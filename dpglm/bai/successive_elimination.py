@@ -6,7 +6,7 @@ vector of the active arms' epoch sums is released once with Laplace noise of
 scale 1/ε (L1 sensitivity 1 under replace_one: one user's reward moves one
 sum by at most 1), i.e. each mean gets Lap(1/(εR_e)); arm a is eliminated when
 max_b μ̃_b − μ̃_a > 2(h_e + c_e), h_e = √(log(8|S|e²/δ)/(2R_e)),
-c_e = log(4|S|e²/δ)/(R_e ε) (``../shared/BAI.md``, "Baselines"). Epochs use
+c_e = log(4|S|e²/δ)/(R_e ε) (``docs/references.md``, "Baselines"). Epochs use
 disjoint samples, so each epoch's release is charged ``PureDP(ε)`` with the
 partition key ``"epoch=e"``: the whole run costs ε by parallel composition.
 

@@ -35,13 +35,13 @@ class GammaThreshold:
     Q(s, ·) is the regularised upper incomplete gamma function (the tail of a
     Gamma(s, 1) variable) and k the number of Laplace batches behind the arm's
     estimate (its phase). The GLR rule stops when, for every a ≠ ã,
-    C*_ε(ã, a, μ̃, Ñ) > c(k_ã) + c(k_a) (paper §4, BAI.md "Stopping").
+    C*_ε(ã, a, μ̃, Ñ) > c(k_ã) + c(k_a) (paper §4, docs/references.md "Stopping").
 
     Lemma (derived here; the paper's own threshold was not available).
     Fix arm a, its k-th refresh at the deterministic count n = n_k, its
     reward stack sum S_n and noises L_1..L_k ~ Lap(1/ε) i.i.d., μ̃ = (S_n + ΣL_j)/n.
     (i) d⁻_ε(m, μ) = sup_{0≤λ≤ε} [λm − log(1 − μ + μe^λ)] (Chernoff form;
-    equals BAI.md's d⁻_ε on [0, 1] and extends it monotonically), so
+    equals docs/references.md's d⁻_ε on [0, 1] and extends it monotonically), so
     n·d⁻_ε(μ̃, μ) ≤ sup_{λ≥0}[λS_n − n log(1 − μ + μe^λ)] + ε Σ_j |L_j|
     = n·kl⁺(S_n/n, μ) + G with G = ε Σ|L_j| ~ Gamma(k, 1). Clipping μ̃ to
     [0, 1] only lowers d⁻_ε.

@@ -2,7 +2,7 @@
 
 Jourdan & Azize (2025), Figure 1: δ = 0.01, ε on the grid 10^{−3+2j/3}, j = 0..8,
 Bernoulli instances μ1 = (0.95, 0.9, 0.9, 0.9, 0.5) and μ2 = (0.75, 0.625, 0.5,
-0.375, 0.25) (``../shared/BAI.md``); algorithms DP-TT (default: log-linear
+0.375, 0.25) (``docs/references.md``); algorithms DP-TT (default: log-linear
 forced exploration; also with the √t forced exploration of Garivier & Kaufmann
 2016, and with a phase-count challenger), AdaP-TT, AdaP-TT⋆, DP-SE (as specified,
 and as in the authors' public code: ``DPSE(mean="cumulative-count")``) and the
@@ -39,7 +39,7 @@ ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*",
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
 DELTA = 0.01
-#: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``../shared/BAI.md``)
+#: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``docs/references.md``)
 PAPER_DPTT_MU1 = {1e-3: 4.1e5, 10 ** (-3 + 2 / 3): 1.36e5, 10 ** (-3 + 4 / 3): 3.2e4, 0.1: 1.14e4,
                   10 ** (-3 + 8 / 3): 6.9e3, 10 ** (-3 + 10 / 3): 6.9e3}
 
