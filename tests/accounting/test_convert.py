@@ -1,4 +1,4 @@
-"""Conversions, checked against dp-accounting and closed forms (REFERENCES.md check values)."""
+"""Conversions, checked against dp-accounting and closed forms (docs/references.md check values)."""
 
 import math
 from fractions import Fraction

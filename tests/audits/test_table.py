@@ -20,7 +20,7 @@ def test_real_mechanism_is_never_refuted(name, epsilon):
     result = spec.build(epsilon, False).run(spec.runs, seed=0)
     assert result.verdict == "consistent"
     if name in TIGHT:
-        # REFERENCES.md: ≈ 954 runs/side for Laplace ε = 1, ≈ 10k for Gaussian ε = 1 via GDP; we use 10⁵.
+        # docs/references.md: ≈ 954 runs/side for Laplace ε = 1, ≈ 10k for Gaussian ε = 1 via GDP; we use 10⁵.
         assert result.epsilon_lower_bound >= 0.8 * result.claimed_epsilon
 
 

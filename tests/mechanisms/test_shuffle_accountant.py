@@ -82,7 +82,7 @@ def test_bitsum_certified_delta_is_the_enhanced_view_and_bounds_every_configurat
 
 
 def test_references_data_point_n1000_gamma_n_60():
-    # REFERENCES.md: n = 1000, delta = 1e-5, gamma n = 60 gives eps ~ 0.99.
+    # docs/references.md: n = 1000, delta = 1e-5, gamma n = 60 gives eps ~ 0.99.
     assert acc.bitsum_epsilon(1000, 60 / 1000, 1e-5) == pytest.approx(0.99, abs=0.01)
     # the count alone with all others holding 0 is tighter (not used to certify)
     exact_k0 = acc.bitsum_delta_for_configuration(1000, 0.06, 0.85, 0)

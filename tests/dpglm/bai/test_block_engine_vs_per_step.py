@@ -17,7 +17,7 @@ from mechanisms.geometric import GeometricBatchMean
 
 
 def reference_dp_tt(mu, eps, delta, beta, rng):
-    """One DP-TT run, one pull at a time (paper Alg. 1 as in BAI.md)."""
+    """One DP-TT run, one pull at a time (paper Alg. 1 as in docs/references.md)."""
     K = len(mu)
     mech = GeometricBatchMean(Ledger(PureDP(eps)).root, K, eps, rng)
     th = HeuristicThreshold(K, delta)
@@ -80,7 +80,7 @@ def test_block_engine_matches_per_step_reference():
 def reference_dp_tt_lockstep(mu, eps, delta, beta, n_runs, rng, cap):
     """``n_runs`` per-step DP-TT runs advanced together (one pull per run per round).
 
-    Same rule as :func:`reference_dp_tt` (BAI.md: clipped private means S̃/Ñ,
+    Same rule as :func:`reference_dp_tt` (docs/references.md: clipped private means S̃/Ñ,
     leader with random ties and GLR test at refreshes, exact β-tracking, TCI
     argmin with C*_ε on the true counts + natural log N_a), with its own Laplace
     batch estimator at the counts 1, 2, 4, …; runs still going at ``cap`` report ``cap``.

@@ -1,4 +1,4 @@
-"""T*_ε check values from ../shared/BAI.md (μ1 instance) and closed-form limits."""
+"""T*_ε check values from docs/references.md (μ1 instance) and closed-form limits."""
 
 import numpy as np
 import pytest

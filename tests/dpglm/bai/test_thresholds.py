@@ -1,4 +1,4 @@
-"""The provable GLR threshold: Gamma tail, the lemma checked by Monte Carlo, BAI.md's candidate."""
+"""The provable GLR threshold: Gamma tail, the lemma checked by Monte Carlo, docs/references.md's candidate."""
 
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def test_lemma_tail_bound_by_monte_carlo(k, mu, eps):
 
 
 def test_bai_md_candidate_is_valid_and_looser():
-    """BAI.md's candidate c − k(1 + log(c/k)) = log(2Kζ(2)k²/δ) meets the Gamma(k+1) bound too."""
+    """docs/references.md's candidate c − k(1 + log(c/k)) = log(2Kζ(2)k²/δ) meets the Gamma(k+1) bound too."""
     K, delta = 5, 0.01
     th = GammaThreshold(K, delta)
     for k in range(1, 257):

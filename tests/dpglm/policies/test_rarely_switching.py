@@ -360,7 +360,7 @@ def test_decisions_use_released_matrices_only():
 
 
 def test_paper_simulation_lambda_is_the_authors_value():
-    # REFERENCES.md: λ = 232.8 / 165.6 / 131.9 at ε = 4 / 6 / 8 (probit, d = 3, T = 5000, δ = 0.02).
+    # docs/references.md: λ = 232.8 / 165.6 / 131.9 at ε = 4 / 6 / 8 (probit, d = 3, T = 5000, δ = 0.02).
     for eps, lam in ((4, 232.8), (6, 165.6), (8, 131.9)):
         params = joint_dp_parameters("probit", 3, 5000, 2.0, eps, 0.02, preset="paper-simulation")
         assert params.lam == pytest.approx(lam, abs=0.05)
