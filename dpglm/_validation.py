@@ -22,6 +22,7 @@ __all__ = [
     "check_int",
     "check_max_steps",
     "check_positive",
+    "check_probability",
     "check_reward",
     "check_round_order",
     "real_array",
@@ -117,3 +118,21 @@ def check_max_steps(max_steps: object, n_arms: int) -> int:
     already made K pulls. Raises as :func:`check_int`.
     """
     return check_int("max_steps", max_steps, n_arms, why=f"K = {n_arms} arms, each pulled once first")
+
+
+def check_probability(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a real number in the open interval (0, 1) (a δ, a confidence).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number.
+    ValueError
+        If it is not in (0, 1); the message names ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number in (0, 1), got {type(value).__name__}")
+    number = float(value)
+    if not 0.0 < number < 1.0:
+        raise ValueError(f"{name} must be a real number in (0, 1), got {value!r}")
+    return number

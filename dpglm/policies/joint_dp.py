@@ -78,7 +78,7 @@ from typing import Any
 import numpy as np
 
 from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger
-from dpglm._validation import check_int, check_positive
+from dpglm._validation import check_generator, check_int, check_positive, check_probability
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
     _NORM_SQ_BOUND,
@@ -452,9 +452,9 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         from mechanisms.optim import DPSGD
 
         d, horizon, S = check_int("d", d), check_int("horizon", horizon), check_positive("S", S)
+        epsilon, delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
         family = get_family(family)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        rng = check_generator(rng)
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         if family.name not in ("logistic", "probit"):

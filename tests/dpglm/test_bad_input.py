@@ -48,6 +48,9 @@ POLICIES = {
     ({"S": float("nan")}, ValueError, r"S must be a finite number > 0, got nan"),  # "cannot convert NaN to integer ratio"
     ({"d": "3"}, TypeError, r"d must be an int >= 1, got str '3'"),  # 'can only concatenate str (not "int") to str'
     ({"horizon": 2.0}, TypeError, r"horizon must be an int >= 1, got float 2.0"),
+    ({"epsilon": 0}, ValueError, r"epsilon must be a finite number > 0, got 0"),  # was "budget must be positive"
+    ({"delta": 1.5}, ValueError, r"delta must be a real number in \(0, 1\), got 1.5"),
+    ({"rng": 3}, TypeError, r"rng must be a numpy.random.Generator, got int"),
 ])
 def test_joint_dp_constructor_names_the_argument(changes, error, message):
     with pytest.raises(error, match=message):
