@@ -4,8 +4,8 @@ Each raises a one-line ``TypeError`` (wrong kind) or ``ValueError`` (out of rang
 that names the argument and its allowed range, so that bad input never reaches
 arithmetic that would fail obscurely (``math domain error``, ``IndexError``) or,
 worse, silently (a complex arm's imaginary part dropped by ``float``, a negative
-step budget taken as a stopping time). The checks of a positive real and of a
-generator are the mechanisms' own (:mod:`mechanisms.release`), re-exported here.
+step budget taken as a stopping time). The generic checks (an int, a real in an interval, a probability, a
+generator) are :mod:`accounting.validation`'s, re-exported here beside the bandit-specific ones.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from mechanisms.release import check_generator, check_positive
+from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
 
 __all__ = [
     "check_generator",
@@ -23,30 +23,11 @@ __all__ = [
     "check_max_steps",
     "check_positive",
     "check_probability",
+    "check_real",
     "check_reward",
     "check_round_order",
     "real_array",
 ]
-
-
-def check_int(name: str, value: object, low: int = 1, *, why: str = "") -> int:
-    """Return ``value`` as an int if it is an integer (not a bool, not a float) and ``>= low``.
-
-    ``why`` explains the lower bound in the message.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is not an integer (``'3'``, ``2.5``, ``nan``, ``True``).
-    ValueError
-        If ``value < low``.
-    """
-    allowed = f"an int >= {low}" + (f" ({why})" if why else "")
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return int(value)
 
 
 def real_array(name: str, value: object) -> np.ndarray:
@@ -118,21 +99,3 @@ def check_max_steps(max_steps: object, n_arms: int) -> int:
     already made K pulls. Raises as :func:`check_int`.
     """
     return check_int("max_steps", max_steps, n_arms, why=f"K = {n_arms} arms, each pulled once first")
-
-
-def check_probability(name: str, value: object) -> float:
-    """Return ``value`` as a float if it is a real number in the open interval (0, 1) (a δ, a confidence).
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is not a real number.
-    ValueError
-        If it is not in (0, 1); the message names ``name``.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number in (0, 1), got {type(value).__name__}")
-    number = float(value)
-    if not 0.0 < number < 1.0:
-        raise ValueError(f"{name} must be a real number in (0, 1), got {value!r}")
-    return number

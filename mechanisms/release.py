@@ -20,6 +20,7 @@ import numpy as np
 
 from accounting import RELATIONS, Receipt
 from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
+from accounting.validation import check_generator, check_positive  # re-exported: the shared checks
 
 __all__ = ["RELATIONS", "Release", "check_account", "check_generator", "check_positive", "check_relation"]
 
@@ -143,34 +144,3 @@ def check_account(account: object, currencies: tuple[str, ...], user: str) -> ob
         allowed = " or ".join(repr(c) for c in currencies)
         raise TypeError(f"account must charge in currency {allowed} for {user}, got currency {currency!r}")
     return account
-
-
-def check_generator(rng: object) -> np.random.Generator:
-    """Return ``rng`` if it is an explicit ``numpy.random.Generator`` (never global state).
-
-    Raises
-    ------
-    TypeError
-        If ``rng`` is not a ``numpy.random.Generator``.
-    """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
-
-
-def check_positive(name: str, value: object) -> float:
-    """Return ``value`` as a float if it is a finite real number > 0.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is not a real number.
-    ValueError
-        If ``value`` is not finite or not > 0; the message names ``name``.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    number = float(value)
-    if not np.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return number

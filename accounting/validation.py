@@ -1,0 +1,106 @@
+"""The argument checks every package shares: one helper per kind of argument.
+
+Each returns the value in its canonical type or raises a one-line ``TypeError``
+(wrong kind) or ``ValueError`` (out of range) that names the argument and its allowed
+range, so bad input never reaches arithmetic that would fail obscurely (``math domain
+error``) or silently (``True`` taken as 1, a complex number's imaginary part dropped).
+It lives in the lowest package so that :mod:`accounting`, :mod:`mechanisms`,
+:mod:`audits` and :mod:`dpglm` all use the same rules (``docs/design.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["check_generator", "check_int", "check_positive", "check_probability", "check_real"]
+
+
+def _is_real(value: object) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real)
+
+
+def check_int(name: str, value: object, low: int = 1, high: int | None = None, *, why: str = "") -> int:
+    """Return ``value`` as an int if it is an integer (not a bool, not a float) in ``[low, high]``.
+
+    ``why`` explains the bounds in the message.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer (``'3'``, ``2.5``, ``nan``, ``True``).
+    ValueError
+        If ``value < low`` or ``value > high``.
+    """
+    allowed = (f"an int >= {low}" if high is None else f"an int in [{low}, {high}]") + (f" ({why})" if why else "")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return number
+
+
+def check_real(
+    name: str,
+    value: object,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``value`` as a float if it is a finite real number in the given interval.
+
+    The interval is ``[low, high]``; ``low_open``/``high_open`` exclude an end.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number (``None``, a string, a complex, a bool).
+    ValueError
+        If it is NaN, infinite or outside the interval; the message names ``name``.
+    """
+    allowed = _describe(low, high, low_open, high_open)
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number ({allowed}), got {type(value).__name__}")
+    number = float(value)  # type: ignore[arg-type]  # _is_real checked numbers.Real
+    inside = (number > low if low_open else number >= low) and (number < high if high_open else number <= high)
+    if not (math.isfinite(number) and inside):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return number
+
+
+def _describe(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    """``'a finite number > 0'``, ``'a real number in (0, 1)'``: the range in words."""
+    if high == math.inf:
+        return "a finite number" if low == -math.inf else f"a finite number {'>' if low_open else '>='} {low:g}"
+    if low == -math.inf:
+        return f"a finite number {'<' if high_open else '<='} {high:g}"
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    return f"a real number in {left}{low:g}, {high:g}{right}"
+
+
+def check_positive(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite real number > 0 (raises as :func:`check_real`)."""
+    return check_real(name, value, 0.0, low_open=True)
+
+
+def check_probability(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is in the open interval (0, 1): a δ, a confidence level."""
+    return check_real(name, value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def check_generator(rng: object) -> np.random.Generator:
+    """Return ``rng`` if it is an explicit ``numpy.random.Generator`` (never global state).
+
+    Raises
+    ------
+    TypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
