@@ -13,3 +13,44 @@
 - :mod:`audits.planted` — deliberately broken variants that the audits must refute.
 - :mod:`audits.catalogue`, :mod:`audits.command` — ``dpglm audit NAME|all``.
 """
+
+from audits.bandit import BanditCouplingAudit
+from audits.bandit_switch import BanditSwitchAudit
+from audits.base import Audit, AuditResult, Claim
+from audits.bounds import epsilon_lower_bound, gdp_mu_lower_bound, one_run_epsilon_lower_bound
+from audits.catalogue import CATALOGUE, AuditSpec, get_spec
+from audits.dpsgd import DPSGDAudit
+from audits.geometric import GeometricBatchAudit
+from audits.in_situ import InSituAudit
+from audits.noise import GaussianAudit, LaplaceAudit
+from audits.one_run import OneRunGaussianAudit
+from audits.poisson_dpsgd import PoissonDPSGDAudit
+from audits.shuffle import ShuffleBitSumAudit, ShuffleBitSumReleaseAudit
+from audits.shuffle_vector import ShufflePGDAudit, ShuffleVectorSumAudit
+from audits.tree import TreeAudit
+
+__all__ = [
+    "CATALOGUE",
+    "DPSGDAudit",
+    "Audit",
+    "AuditResult",
+    "AuditSpec",
+    "BanditCouplingAudit",
+    "BanditSwitchAudit",
+    "Claim",
+    "GaussianAudit",
+    "GeometricBatchAudit",
+    "InSituAudit",
+    "LaplaceAudit",
+    "OneRunGaussianAudit",
+    "PoissonDPSGDAudit",
+    "ShuffleBitSumAudit",
+    "ShuffleBitSumReleaseAudit",
+    "ShufflePGDAudit",
+    "ShuffleVectorSumAudit",
+    "TreeAudit",
+    "epsilon_lower_bound",
+    "gdp_mu_lower_bound",
+    "get_spec",
+    "one_run_epsilon_lower_bound",
+]

@@ -1,4 +1,10 @@
-"""Bandit policies (one file per algorithm) and the loop that runs one on an environment."""
+"""Bandit policies (one file per algorithm) and the loop that runs one on an environment.
+
+The paper's private policies — :class:`JointDPGLMBandit` (Algorithm 2) and
+:class:`ShuffleDPGLMBandit` (Algorithm 1) — their non-private cores RS-GLinUCB
+(:class:`RSGLinUCB`) and B-GLinCB (:class:`BGLinCB`), and the baselines GLM-UCB,
+GLOC and ECOLog are exported here (``docs/design.md``, policies).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,28 @@ import numpy as np
 
 from dpglm.envs import ContextualGLMEnv
 from dpglm.policies.base import Policy
+from dpglm.policies.batched import BatchedGLMBandit, BGLinCB, ShuffleDPGLMBandit
 from dpglm.policies.ecolog import ECOLog
 from dpglm.policies.glm_ucb import GLMUCB
 from dpglm.policies.gloc import GLOC
+from dpglm.policies.joint_dp import JointDPGLMBandit
+from dpglm.policies.rarely_switching import RarelySwitchingBandit, RSGLinUCB
 
-__all__ = ["Policy", "RunRecord", "run_policy", "run_policy_record", "GLMUCB", "GLOC", "ECOLog"]
+__all__ = [
+    "GLMUCB",
+    "GLOC",
+    "BGLinCB",
+    "BatchedGLMBandit",
+    "ECOLog",
+    "JointDPGLMBandit",
+    "Policy",
+    "RSGLinUCB",
+    "RarelySwitchingBandit",
+    "RunRecord",
+    "ShuffleDPGLMBandit",
+    "run_policy",
+    "run_policy_record",
+]
 
 
 @dataclass(frozen=True)
