@@ -3,11 +3,15 @@
 Public API (see docs/design.md, accounting/): cost values :class:`PureDP`,
 :class:`ApproxDP`, :class:`ZCDP`, :class:`GDP`; the :class:`Ledger` and its
 :class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`; the
+:class:`Chargeable` protocol a mechanism needs of an account (with
+:class:`Budgeted`, which also shows its budget, and :class:`EventChargeable`,
+which also takes dp-accounting events); the
 journal's errors (:mod:`accounting.journal`, docs/threat-model.md);
 conversions in :mod:`accounting.convert`.
 """
 
 from accounting import convert, gdp, rdp
+from accounting.chargeable import Budgeted, Chargeable, EventChargeable
 from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
 from accounting.journal import (
     JournalAnchorWarning,
@@ -27,7 +31,10 @@ __all__ = [
     "Account",
     "ApproxDP",
     "BudgetExceeded",
+    "Budgeted",
+    "Chargeable",
     "Cost",
+    "EventChargeable",
     "JournalAnchorWarning",
     "JournalBusyError",
     "JournalCorruptError",

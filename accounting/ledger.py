@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import zip_longest
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 from accounting import convert, gdp, rdp
 from accounting.costs import (
@@ -61,12 +61,14 @@ from accounting.costs import (
     cost_from_dict,
     cost_to_dict,
 )
+from accounting.chargeable import BudgetExceeded, Budgeted, EventChargeable, PartitionKey, Receipt
 from accounting.journal import Journal, JournalMismatchError
 from accounting.uncopyable import Uncopyable
 
+__all__ = ["CURRENCIES", "Account", "BudgetExceeded", "Currency", "Ledger", "PartitionKey", "Receipt"]
+
 Currency = Literal["pure", "approx", "zcdp", "gdp", "rdp"]
 CURRENCIES: tuple[str, ...] = ("pure", "approx", "zcdp", "gdp", "rdp")
-PartitionKey = Union[str, int, None]
 Vector = tuple[Fraction, ...]
 _ZERO: Vector = (Fraction(0), Fraction(0))
 
@@ -78,48 +80,6 @@ _FUNDABLE: dict[str, tuple[str, ...]] = {
     "gdp": ("gdp",),
     "rdp": ("rdp",),
 }
-
-
-class BudgetExceeded(Exception):
-    """A charge did not fit; nothing was changed.
-
-    Attributes
-    ----------
-    account : str
-        Path of the refusing account.
-    requested : Cost
-        The charge, in the account's currency.
-    remaining : Cost
-        What the account had left.
-    """
-
-    def __init__(self, account: str, requested: Cost, remaining: Cost, why: str = "") -> None:
-        self.account = account
-        self.requested = requested
-        self.remaining = remaining
-        super().__init__(f"account {account!r}: requested {requested} exceeds remaining {remaining}"
-                         + (f": {why}" if why else ""))
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """Proof that a charge was granted (and journalled, if the ledger has a journal).
-
-    ``cost`` is the charge as requested; ``charged`` is what was added to the
-    account, in its currency and under the ledger's relation; ``remaining`` is
-    the account's remaining budget right after the charge.
-    """
-
-    seq: int
-    account: str
-    cost: Cost
-    charged: Cost
-    mechanism: str
-    relation: str
-    partition: PartitionKey
-    note: str
-    analysis: bool
-    remaining: Cost
 
 
 # Spend vectors: (ε, δ), (ρ, δ), (μ², 0), or an RDP curve (one entry per order of rdp.ORDERS). _ZERO
@@ -402,6 +362,11 @@ class Account(Uncopyable):
             # (the other keys already fit).
             spent = _add(_add(self._sequential, self._allocated), self._partitions.get(partition, _ZERO))
             return _as_cost(_sub(self._budget, spent), self.currency)
+
+    @property
+    def relation(self) -> Relation:
+        """The neighbouring relation of the ledger's guarantee (charges are restated to it)."""
+        return self._ledger.relation
 
     def __repr__(self) -> str:
         return f"Account({self.path!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
@@ -845,9 +810,14 @@ class Ledger(Uncopyable):
         return self.root.budget
 
     @property
-    def currency(self) -> str:
+    def currency(self) -> Currency:
         """Currency of the total budget."""
         return self.root.currency
+
+    @property
+    def remaining(self) -> Cost:
+        """What the root account has left (:attr:`Account.remaining`)."""
+        return self.root.remaining
 
     def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
               curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
@@ -946,3 +916,10 @@ class Ledger(Uncopyable):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+if TYPE_CHECKING:  # mypy proves that accounts and ledgers are what mechanisms need (accounting.chargeable)
+    _ACCOUNT_HAS_BUDGET: type[Budgeted] = Account
+    _ACCOUNT_TAKES_EVENTS: type[EventChargeable] = Account
+    _LEDGER_HAS_BUDGET: type[Budgeted] = Ledger
+    _LEDGER_TAKES_EVENTS: type[EventChargeable] = Ledger

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from accounting import RELATIONS, Receipt
+from accounting import RELATIONS, Chargeable, Receipt
 from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
 from accounting.validation import check_generator, check_positive  # re-exported: the shared checks
 
@@ -116,12 +116,13 @@ class Release:
         )
 
 
-def check_account(account: object, currencies: tuple[str, ...], user: str) -> object:
-    """Return ``account`` if it can be charged (a callable ``charge``) in one of ``currencies``.
+def check_account(account: object, currencies: tuple[str, ...], user: str) -> Chargeable:
+    """Return ``account`` if it is an :class:`accounting.Chargeable` in one of ``currencies``.
 
-    Duck-typed on purpose: views that forward to an ``accounting.Account`` (e.g. one
-    fixing a partition key) are accepted; what matters is that a charge reaches a
-    ledger and that the ledger can take the mechanism's cost in that currency.
+    Structural on purpose (``Chargeable`` is a protocol): views that forward to an
+    ``accounting.Account`` (e.g. one fixing a partition key) are accepted; what matters
+    is that a charge reaches a ledger and that the ledger can take the mechanism's cost
+    in that currency.
 
     Parameters
     ----------
@@ -134,12 +135,13 @@ def check_account(account: object, currencies: tuple[str, ...], user: str) -> ob
     Raises
     ------
     TypeError
-        If ``account`` has no ``charge`` method or its ``currency`` is not allowed;
+        If ``account`` is not ``Chargeable`` (``charge`` and ``currency``) or its
+        ``currency`` is not allowed;
         the message names ``account`` and the allowed currencies.
     """
-    if not callable(getattr(account, "charge", None)):
+    if not isinstance(account, Chargeable) or not callable(account.charge):
         raise TypeError(f"account must be an accounting.Account (with a charge method), got {type(account).__name__}")
-    currency = getattr(account, "currency", None)
+    currency = account.currency
     if currency not in currencies:
         allowed = " or ".join(repr(c) for c in currencies)
         raise TypeError(f"account must charge in currency {allowed} for {user}, got currency {currency!r}")
