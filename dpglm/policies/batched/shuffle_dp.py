@@ -1,0 +1,104 @@
+"""Paper Algorithm 1, the shuffle-DP batched GLM bandit: the batched loop on shuffle-private ingredients.
+
+The budget is split in halves (covariance, parameter estimation; paper §5 "Protocol
+instantiation") and every batch charges under its own partition key: the batches
+hold disjoint users, so they compose in parallel (``docs/shuffle-accounting.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from accounting import Account, ApproxDP, Ledger
+from accounting.validation import check_generator
+from dpglm.glm import GLMFamily, get_family
+from dpglm.policies.batched.loop import BatchedGLMBandit
+from dpglm.policies.batched.parameters import BatchedParameters
+from dpglm.policies.batched.presets import batched_parameters
+from dpglm.policies.batched.private import ShuffledDesignSum, ShufflePGDEstimator
+from dpglm.policies.batched.protocols import BatchEstimator
+from dpglm.policies.batched.schedule import max_batches
+
+__all__ = ["EstimatorFactory", "ShuffleDPGLMBandit"]
+
+#: Builds the parameter estimator on the ``parameter`` account: ``(family, params, account, rng)``.
+EstimatorFactory = Callable[[GLMFamily, BatchedParameters, Account, np.random.Generator], BatchEstimator]
+
+
+def _default_estimator(family: GLMFamily, params: BatchedParameters, account: Account,
+                       rng: np.random.Generator) -> BatchEstimator:
+    """:class:`ShufflePGDEstimator` (paper App. U) on the ``parameter`` account."""
+    return ShufflePGDEstimator(family, params.lam, params.radius, account, rng)
+
+
+class ShuffleDPGLMBandit(BatchedGLMBandit):
+    """Paper Algorithm 1: the batched loop with shuffled ``V``/``H_k`` and a shuffle-private ``θ̂_k``.
+
+    The ledger is split in halves (paper §5 "Protocol instantiation"): ``covariance``
+    (every ``V``/``H_k`` release, ApproxDP(ε/2, δ/2) each) and ``parameter`` (every
+    ``θ̂_k``); each batch charges under its own key ``batch-k`` (disjoint users, parallel
+    composition), so the whole run is (ε, δ)-shuffle DP.
+
+    Parameters
+    ----------
+    family : GLMFamily or str
+    d, horizon : int
+    S : float
+    rng : numpy.random.Generator
+        Spawned into (arm draws, mechanism noise).
+    ledger : accounting.Ledger, optional
+        With an ApproxDP budget; default a fresh in-memory ``Ledger(ApproxDP(epsilon, delta))``.
+    epsilon, delta : float
+        The budget when no ledger is given.
+    estimator : callable ``(family, params, account, rng) -> BatchEstimator``, optional
+        Builds the parameter estimator on the ``parameter`` account (each fit must charge
+        under :func:`batch_partition` of its batch); default :class:`ShufflePGDEstimator`
+        (paper App. U).
+    params : BatchedParameters, optional
+    levels : int, optional
+        Rounding resolution of the summation protocol.
+    """
+
+    name = "ShuffleDP-GLM"
+
+    def __init__(self, family: GLMFamily | str, d: int, horizon: int, S: float, rng: np.random.Generator, *,
+                 estimator: EstimatorFactory | None = None, ledger: Ledger | None = None, epsilon: float | None = None,
+                 delta: float | None = None, params: BatchedParameters | None = None,
+                 levels: int | None = None) -> None:
+        family = get_family(family)
+        if ledger is None:
+            if epsilon is None or delta is None:
+                raise ValueError("give a ledger, or both epsilon and delta")
+            ledger = Ledger(ApproxDP(epsilon, delta))
+        elif epsilon is not None or delta is not None:
+            raise ValueError("give either a ledger or (epsilon, delta), not both")
+        budget = ledger.budget
+        if not isinstance(budget, ApproxDP):
+            raise TypeError(f"ledger must hold an ApproxDP budget, got {type(budget).__name__}")
+        if params is None:
+            params = batched_parameters(family, d, horizon, S, delta=float(budget.delta))
+        check_generator(rng)
+        choice_rng, noise_rng = rng.spawn(2)
+        if estimator is None:
+            estimator = _default_estimator
+        self.ledger = ledger
+        self.accounts = ledger.split({"covariance": 1, "parameter": 1},
+                                     currency={"covariance": "approx", "parameter": "approx"})
+        covariance = ShuffledDesignSum(self.accounts["covariance"], params.lam, noise_rng,
+                                       n_batches=max_batches(horizon), width_delta=float(budget.delta),
+                                       levels=levels)
+        self.covariance = covariance
+        super().__init__(family, d, horizon, params, design_sum=covariance,
+                         estimator=estimator(family, params, self.accounts["parameter"], noise_rng), rng=choice_rng)
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Those of the loop plus the ledger's guarantee and the per-batch noise of ``V``/``H_k``."""
+        out = super().diagnostics()
+        guarantee = self.ledger.guarantee()
+        out["guarantee_epsilon"] = float(guarantee.eps)
+        out["guarantee_delta"] = float(getattr(guarantee, "delta", 0))
+        out["covariance_noise_sd"] = {str(k): v for k, v in self.covariance.noise_sd.items()}
+        return out
