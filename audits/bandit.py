@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from accounting.validation import check_int, check_positive, check_probability
+
 __all__ = [
     "BanditCouplingAudit",
     "CouplingReport",
@@ -216,13 +218,8 @@ class BanditCouplingAudit:
                  policy_class: type | None = None, preset: str = "calibrated", name: str = "bandit-coupling") -> None:
         from dpglm.policies.joint_dp import JointDPGLMBandit
 
-        if not (isinstance(epsilon, (int, float)) and epsilon > 0):
-            raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-        if not (isinstance(delta, float) and 0 < delta < 1):
-            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
-            raise ValueError(f"horizon must be an int ≥ 2, got {horizon!r}")
-        self.epsilon, self.delta, self.horizon, self.preset = float(epsilon), delta, horizon, preset
+        self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
+        self.horizon, self.preset = check_int("horizon", horizon, 2), preset
         self.policy_class = JointDPGLMBandit if policy_class is None else policy_class
         self.name = name
 
@@ -241,8 +238,7 @@ class BanditCouplingAudit:
         verdict is not statistical (a policy that reads only releases is
         bit-identical under the coupling on every seed).
         """
-        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-            raise ValueError(f"runs must be an int ≥ 1, got {runs!r}")
+        runs = check_int("runs", runs)
         start = time.perf_counter()
         game = self.game(np.random.default_rng(seed))
         divergences, calls, varied = [], 0, 0
@@ -257,7 +253,8 @@ class BanditCouplingAudit:
         identical = sum(d is None for d in divergences)
         return CouplingReport(
             audit=self.name, mechanism=self.mechanism, claimed_epsilon=self.epsilon, claimed_delta=self.delta,
-            runs=runs, identical_pairs=identical, pairs_with_both_arms_played=varied, first_divergences=tuple(divergences), coupled_calls=calls,
+            runs=runs, identical_pairs=identical, pairs_with_both_arms_played=varied,
+            first_divergences=tuple(divergences), coupled_calls=calls,
             verdict="consistent" if identical == runs else "violated", seed=seed,
             seconds=time.perf_counter() - start,
             parameters={"horizon": self.horizon, "preset": self.preset, "policy_class": self.policy_class.__name__},

@@ -49,6 +49,7 @@ import math
 
 import numpy as np
 
+from accounting.validation import check_int, check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, Audit, AuditResult, Claim, _check_runs
 
 __all__ = ["BanditSwitchAudit"]
@@ -85,15 +86,10 @@ class BanditSwitchAudit(Audit):
                  policy_class: type | None = None, name: str = "bandit") -> None:
         from dpglm.policies.joint_dp import JointDPGLMBandit
 
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-        if isinstance(delta, bool) or not isinstance(delta, float) or not 0 < delta < 1:
-            raise ValueError(f"delta must be a float in (0, 1), got {delta!r}")
-        if not (isinstance(eta, float) and 0 < eta < 1):
-            raise ValueError(f"eta must be a float in (0, 1), got {eta!r}")
-        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2):
-            raise ValueError(f"horizon must be an int ≥ 2, got {horizon!r}")
-        self.epsilon, self.delta, self.eta, self.name = float(epsilon), delta, eta, name
+        self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
+        self.eta, self.name = check_probability("eta", eta), name
+        if horizon is not None:
+            horizon = check_int("horizon", horizon, 2)
         self.policy_class = JointDPGLMBandit if policy_class is None else policy_class
         if horizon is None:
             horizon = 100

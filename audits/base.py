@@ -42,6 +42,7 @@ from typing import Literal
 
 import numpy as np
 
+from accounting.validation import check_int
 from audits import bounds
 from audits.engine import map_chunks, require_engine
 
@@ -147,7 +148,8 @@ class AuditResult:
                 bound += f" (ceiling {self.ceiling:.3f})"
             verdict = self.verdict
         else:
-            bound = (f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: ε ≥ {self.epsilon_lower_bound:7.4f} "
+            bound = (f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
+                     f"ε ≥ {self.epsilon_lower_bound:7.4f} "
                      f"assuming a Gaussian tradeoff, certified ε ≥ {self.epsilon_lower_bound_clopper_pearson:.4f}")
             verdict = "μ-GDP refuted" if self.verdict == "violated" else self.verdict
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  {bound}  "
@@ -195,11 +197,7 @@ def approx_accounts(delta: float) -> Iterator:
 
 
 def _check_runs(runs: object, name: str = "runs", minimum: int = 10) -> int:
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(runs).__name__}")
-    if runs < minimum:
-        raise ValueError(f"{name} must be ≥ {minimum}, got {runs}")
-    return int(runs)
+    return check_int(name, runs, minimum)
 
 
 class Audit(ABC):
@@ -282,7 +280,7 @@ class Audit(ABC):
         require_engine(self.compute_engine)
         if len(sizes) == 1:
             return self._chunk_scores(neighbour, (runs, rng))
-        tasks = list(zip(sizes, rng.spawn(len(sizes))))
+        tasks = list(zip(sizes, rng.spawn(len(sizes)), strict=True))
         parts = map_chunks(functools.partial(self._chunk_scores, neighbour), tasks, engine=self.compute_engine,
                            n_jobs=self.n_jobs)
         return np.concatenate(parts)
@@ -326,7 +324,7 @@ class Audit(ABC):
                 values = np.unique(np.quantile(values, np.linspace(0.0, 1.0, candidates)))
             false_positives = null_column.size - np.searchsorted(null_column, values, side="left")
             false_negatives = np.searchsorted(alternative_column, values, side="left")
-            for value, a, b in zip(values, false_positives, false_negatives):
+            for value, a, b in zip(values, false_positives, false_negatives, strict=True):
                 certified = self._bound(int(a), null_column.size, int(b), alternative_column.size, delta,
                                         confidence)
                 # Ties (typically all 0 when the held-out runs are few) go to the better
@@ -354,8 +352,7 @@ class Audit(ABC):
         """
         runs = _check_runs(runs)
         holdout_runs = max(1000, runs // 5) if holdout_runs is None else _check_runs(holdout_runs, "holdout_runs")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int ≥ 0, got {seed!r}")
+        seed = check_int("seed", seed, 0)
         start = time.perf_counter()
         claim = self.claim()
         holdout_rng, main_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))

@@ -28,9 +28,12 @@ the certified statement holds with probability at least ``1 − α``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from scipy import optimize, special, stats
+
+from accounting.validation import check_int, check_positive, check_probability, check_real
 
 __all__ = [
     "ceiling_from_tails",
@@ -48,25 +51,24 @@ __all__ = [
 
 
 def _check_confidence(confidence: float) -> float:
-    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    return float(confidence)
+    return check_probability("confidence", confidence)
 
 
 def _check_delta(delta: float) -> float:
-    if not (isinstance(delta, (int, float)) and 0.0 <= delta < 1.0):
-        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
-    return float(delta)
+    """δ of a bound: 0 (pure DP) is allowed here, unlike a mechanism's δ in (0, 1)."""
+    return check_real("delta", delta, 0.0, 1.0, high_open=True)
+
+
+def _check_rate(name: str, rate: float) -> float:
+    return check_real(name, rate, 0.0, 1.0)
 
 
 def _check_counts(k: int, n: int, name: str) -> None:
-    if isinstance(k, bool) or isinstance(n, bool) or not isinstance(k, (int, np.integer)) \
-            or not isinstance(n, (int, np.integer)):
+    if isinstance(k, (bool, np.bool_)) or isinstance(n, (bool, np.bool_)) or not isinstance(k, numbers.Integral) \
+            or not isinstance(n, numbers.Integral):
         raise TypeError(f"{name} count and runs must be integers, got {k!r} and {n!r}")
-    if n < 1:
-        raise ValueError(f"runs for {name} must be ≥ 1, got {n}")
-    if not 0 <= k <= n:
-        raise ValueError(f"{name} count must lie in [0, {n}], got {k}")
+    check_int(f"runs for {name}", n)
+    check_int(f"{name} count", k, 0, int(n))
 
 
 def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
@@ -84,8 +86,7 @@ def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
         One-sided error probability in (0, 1).
     """
     _check_counts(k, n, "rate")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    check_probability("alpha", alpha)
     if k == n:
         return 1.0
     return float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
@@ -100,9 +101,7 @@ def epsilon_from_rates(fpr: float, fnr: float, delta: float = 0.0) -> float:
     exact rates it is the ε the test reveals.
     """
     delta = _check_delta(delta)
-    for name, rate in (("fpr", fpr), ("fnr", fnr)):
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
+    fpr, fnr = _check_rate("fpr", fpr), _check_rate("fnr", fnr)
     best = 0.0
     for numerator_rate, denominator_rate in ((fnr, fpr), (fpr, fnr)):
         numerator = 1.0 - delta - numerator_rate
@@ -148,9 +147,7 @@ def gdp_mu_from_rates(fpr: float, fnr: float) -> float:
     (Dong, Roth, Su 2022, Def. 2.6: μ-GDP means the trade-off curve is at
     least ``Φ(Φ⁻¹(1 − α) − μ)``.)
     """
-    for name, rate in (("fpr", fpr), ("fnr", fnr)):
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
+    fpr, fnr = _check_rate("fpr", fpr), _check_rate("fnr", fnr)
     return max(0.0, float(-special.ndtri(fpr) - special.ndtri(fnr)))
 
 
@@ -171,9 +168,7 @@ def gdp_mu_lower_bound(false_positives: int, runs_null: int, false_negatives: in
 
 
 def _check_mu(mu: float) -> float:
-    if not (isinstance(mu, (int, float)) and math.isfinite(mu) and mu >= 0.0):
-        raise ValueError(f"mu must be a finite number ≥ 0, got {mu!r}")
-    return float(mu)
+    return check_real("mu", mu, 0.0)
 
 
 def gdp_delta(mu: float, epsilon: float) -> float:
@@ -182,8 +177,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     Evaluated in log space so that large ε does not overflow.
     """
     mu = _check_mu(mu)
-    if not (isinstance(epsilon, (int, float)) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be ≥ 0, got {epsilon!r}")
+    epsilon = check_real("epsilon", epsilon, 0.0)
     if mu == 0.0:
         return 0.0
     first = special.ndtr(-epsilon / mu + mu / 2)
@@ -198,8 +192,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     ``sensitivity/σ = μ`` (Balle & Wang 2018, Thm. 8).
     """
     mu = _check_mu(mu)
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    delta = check_probability("delta", delta)
     if mu == 0.0 or gdp_delta(mu, 0.0) <= delta:
         return 0.0
     upper = mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta)) + 1.0
@@ -215,10 +208,7 @@ def gdp_mu_for_epsilon(epsilon: float, delta: float) -> float:
     Equivalently the ``sensitivity/σ`` of the analytic Gaussian mechanism
     (Balle & Wang 2018, Thm. 8) that is exactly (ε, δ)-DP.
     """
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0.0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    epsilon, delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
     upper = 1.0
     while gdp_delta(upper, epsilon) < delta:
         upper *= 2
@@ -247,8 +237,7 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
     """
     _check_one_run(canaries, guesses, correct)
     delta = _check_delta(delta)
-    if not (isinstance(epsilon, (int, float)) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be ≥ 0, got {epsilon!r}")
+    epsilon = check_real("epsilon", epsilon, 0.0)
     q = special.expit(epsilon)
     tail = float(stats.binom.sf(correct - 1, guesses, q))
     if delta == 0.0 or correct == 0:
@@ -269,8 +258,7 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
 
 def _check_one_run(canaries: int, guesses: int, correct: int) -> None:
     for name, value in (("canaries", canaries), ("guesses", guesses), ("correct", correct)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an integer, got {value!r}")
+        check_int(name, value, low=0)
     if not 0 <= correct <= guesses <= canaries or canaries < 1:
         raise ValueError("need 0 ≤ correct ≤ guesses ≤ canaries and canaries ≥ 1, got "
                          f"correct={correct}, guesses={guesses}, canaries={canaries}")
@@ -328,7 +316,7 @@ def ceiling_from_tails(null_tail: np.ndarray, alternative_tail: np.ndarray, runs
     if null_tail.shape != alternative_tail.shape or null_tail.ndim != 1 or null_tail.size == 0:
         raise ValueError("null_tail and alternative_tail must be 1-D arrays of the same, non-zero length")
     best, index = 0.0, 0
-    for i, (p0, p1) in enumerate(zip(null_tail, alternative_tail)):
+    for i, (p0, p1) in enumerate(zip(null_tail, alternative_tail, strict=True)):
         false_positives = round(runs * p0)
         false_negatives = round(runs * (1.0 - p1))
         bound = epsilon_lower_bound(false_positives, runs, false_negatives, runs, delta=delta, confidence=confidence)

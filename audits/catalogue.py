@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from accounting.validation import check_probability
 from audits.base import Audit
 
 __all__ = ["CATALOGUE", "EPSILONS", "AuditSpec", "family_confidence", "get_spec"]
@@ -85,7 +86,8 @@ def _tree(mechanism_class: type | str | None, name: str, *, shape: str = "vector
     return build
 
 
-def _geometric(mechanism_class: type | str | None, name: str, *, forget: bool = False) -> Callable[[float, bool], Audit]:
+def _geometric(mechanism_class: type | str | None, name: str, *,
+               forget: bool = False) -> Callable[[float, bool], Audit]:
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.geometric import GeometricBatchAudit
 
@@ -283,7 +285,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
     AuditSpec("shuffle-release-raw-sum",
           _shuffle("NearlyNoiselessBitSum", "shuffle-release-raw-sum", level="release"),
           5_000, 1_000, _BUG, _ONE, "planted: bit sum charging (ε, δ), default method releasing the raw sum"),
-    AuditSpec("shuffle-vector-quarter-bits", _shuffle_vector("QuarterNoiseBitsVectorSum", "shuffle-vector-quarter-bits"),
+    AuditSpec("shuffle-vector-quarter-bits",
+          _shuffle_vector("QuarterNoiseBitsVectorSum", "shuffle-vector-quarter-bits"),
           40_000, 20_000, _BUG, _ONE, "planted: vector sum charging (ε, δ) with a quarter of the noise bits (sd/2)"),
     AuditSpec("shuffle-pgd-noiseless", _shuffle_pgd("NoiselessPGD", "shuffle-pgd-noiseless"),
           2_000, 1_000, _BUG, _ONE, "planted: P_GD charging its rounds, each with one noise bit per user"),
@@ -322,8 +325,7 @@ def family_confidence(tasks: list[tuple[AuditSpec, float]], confidence: float = 
     correction would only cost power, and a planted row called consistent is a
     failure of the audit, not a false alarm about a mechanism.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    check_probability("confidence", confidence)
     real = sum(spec.expected == "consistent" for spec, _ in tasks)
     per_real = 1.0 - (1.0 - confidence) / max(real, 1)
     return [per_real if spec.expected == "consistent" else confidence for spec, _ in tasks]

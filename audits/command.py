@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         rows, failures, elapsed = _run_tasks(tasks, args)
         print(running.summary(), file=sys.stderr)
     levels = family_confidence(tasks)
-    real = [level for (spec, _), level in zip(tasks, levels) if spec.expected == "consistent"]
+    real = [level for (spec, _), level in zip(tasks, levels, strict=True) if spec.expected == "consistent"]
     family = (f"family-wise: {len(real)} real-mechanism rows at confidence {real[0]:.5f} each (Bonferroni: a correct "
               f"table is all consistent w.p. ≥ 95%); planted-bug rows at 0.95 each") if real else \
         "planted-bug rows at 0.95 each"
@@ -116,7 +116,7 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
 
     rows, failures, start = [], 0, time.perf_counter()
     levels = family_confidence(tasks)  # Bonferroni over the real-mechanism rows (audits.catalogue)
-    for (spec, eps), level in tqdm(list(zip(tasks, levels)), desc="audits", unit="audit", file=sys.stderr):
+    for (spec, eps), level in tqdm(list(zip(tasks, levels, strict=True)), desc="audits", unit="audit", file=sys.stderr):
         audit = spec.build(eps, args.quick)
         if isinstance(audit, Audit):
             audit.compute_engine, audit.n_jobs = args.engine, args.jobs

@@ -31,11 +31,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from accounting.validation import check_int, check_positive, check_probability
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
 from audits.noise import (
-    _check_delta,
-    _check_positive,
     _same_noise,
     as_zcdp,
     gaussian_claim,
@@ -81,15 +80,12 @@ class DPSGDAudit(Audit):
         from accounting import ZCDP
         from mechanisms.optim.dpsgd import DPSGD
 
-        self.delta = _check_delta(delta)
-        for label, value in (("steps", steps), ("rows", rows)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1 + (label == "rows"):
-                raise ValueError(f"{label} must be an int ≥ {1 + (label == 'rows')}, got {value!r}")
-        self.steps, self.rows, self.engine = steps, rows, engine
+        self.delta = check_probability("delta", delta)
+        self.steps, self.rows, self.engine = check_int("steps", steps), check_int("rows", rows, 2), engine
         self.mechanism_class = DPSGD if mechanism_class is None else mechanism_class
         self.name = name
         if cost is None:
-            self.epsilon = _check_positive("epsilon", epsilon)
+            self.epsilon = check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         else:
             self.epsilon, self.rho = None, Fraction(as_zcdp(cost).rho)
@@ -129,7 +125,8 @@ class DPSGDAudit(Audit):
         clip = math.sqrt(runs)
         cost = self._zcdp(self.rho * Fraction(clip) ** 2)
         bulk = self._optimiser(huge_budget_account("zcdp"), clip, rng)
-        plan = bulk.plan(self.rows, steps=self.steps, cost=cost, normalizer=float(self.rows) if self.normalizer else None)
+        normalizer = float(self.rows) if self.normalizer else None
+        plan = bulk.plan(self.rows, steps=self.steps, cost=cost, normalizer=normalizer)
         _same_noise("sigma", plan.sigma, self._single_plan.sigma)
         release = self._fit(bulk, 1.0 if neighbour else -1.0, runs, cost)
         return np.asarray(release.value)

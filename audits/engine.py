@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from accounting.validation import check_int
 from dpglm.experiments.engine import (
     DASK_INSTALL,
     ENGINES,
@@ -57,8 +58,7 @@ def map_chunks(function: Callable[[Chunk], Result], chunks: Sequence[Chunk], *, 
         Worker processes (local) or workers of a new local dask cluster; ≥ 1.
     """
     require_engine(engine)
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
-        raise ValueError(f"n_jobs must be an int ≥ 1, got {n_jobs!r}")
+    check_int("n_jobs", n_jobs)
     chunks = list(chunks)
     running = current_engine()
     if running is not None:

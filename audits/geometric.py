@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from accounting.validation import check_int, check_positive
 from audits.base import CLOPPER_PEARSON, Audit, Claim
-from audits.noise import _check_positive
 
 __all__ = ["GeometricBatchAudit"]
 
@@ -58,14 +58,13 @@ class GeometricBatchAudit(Audit):
                  mechanism_class: type | None = None, name: str = "geometric") -> None:
         from mechanisms.geometric import GeometricBatchMean, refresh_points
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.eta = _check_positive("eta", eta)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.eta = check_positive("eta", eta)
         points = refresh_points(self.eta, limit=max(int(samples), 1))
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2 or points[-1] != samples:
             raise ValueError(f"samples must be a refresh point ≥ 2 of the batches (η={self.eta}), "
                              f"e.g. {refresh_points(self.eta, limit=64)[1:].tolist()}; got {samples!r}")
-        if isinstance(arms, bool) or not isinstance(arms, int) or arms < 1:
-            raise ValueError(f"arms must be an int ≥ 1, got {arms!r}")
+        check_int("arms", arms)
         self.samples, self.arms, self.forget = samples, arms, bool(forget)
         self.points = points
         self.mechanism_class = GeometricBatchMean if mechanism_class is None else mechanism_class

@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
+from accounting.validation import check_int, check_positive, check_probability
+
 __all__ = ["InSituAudit", "InSituReport", "Recorded", "charged_sigma", "node_noise", "recording"]
 
 _METHODS = ("append", "release", "fit")
@@ -206,11 +208,8 @@ class InSituAudit:
                  name: str = "in-situ") -> None:
         if policy not in ("joint", "shuffle"):
             raise ValueError(f"policy must be 'joint' or 'shuffle', got {policy!r}")
-        if not (isinstance(epsilon, (int, float)) and 0 < epsilon < math.inf):
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
-            raise ValueError(f"horizon must be an int ≥ 2, got {horizon!r}")
-        self.epsilon, self.delta, self.policy, self.horizon = float(epsilon), float(delta), policy, horizon
+        self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
+        self.policy, self.horizon = policy, check_int("horizon", horizon, 2)
         if policy_class is None:
             from dpglm.policies.batched import ShuffleDPGLMBandit
             from dpglm.policies.joint_dp import JointDPGLMBandit
@@ -254,8 +253,9 @@ class InSituAudit:
                 out.append((label + f" {mechanism.shape}, T={mechanism.horizon}, Δ={mechanism.sensitivity:.4g}",
                             self._tree_audit(record), self.runs_per_row or 50_000))
             elif isinstance(mechanism, DPSGD):
-                for method, args, kwargs, _ in record.calls:
-                    key = (id(mechanism), kwargs.get("steps"), str(kwargs.get("cost")), kwargs.get("normalizer") is None)
+                for method, _args, kwargs, _ in record.calls:
+                    key = (id(mechanism), kwargs.get("steps"), str(kwargs.get("cost")),
+                           kwargs.get("normalizer") is None)
                     if method != "fit" or key in seen:
                         continue
                     seen.add(key)
@@ -329,7 +329,7 @@ class InSituAudit:
         level = 1.0 - (1.0 - confidence) / rows_count
         rows, violated, best = [], False, 0.0
         for row_seed, (label, audit, row_runs) in zip(np.random.SeedSequence(seed).generate_state(len(planned)),
-                                                      planned):
+                                                      planned, strict=True):
             result = audit.run(row_runs, seed=int(row_seed), confidence=level)
             violated |= result.verdict == "violated"
             best = max(best, result.epsilon_lower_bound_clopper_pearson)

@@ -22,23 +22,22 @@ from fractions import Fraction
 
 import numpy as np
 
+from accounting.validation import check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_epsilon, gdp_mu_for_epsilon
 
 __all__ = ["GaussianAudit", "LaplaceAudit", "gaussian_claim"]
 
 
-def _check_positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def _check_delta(delta: object) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    return float(delta)
+    """A mechanism's δ, in (0, 1): :func:`accounting.validation.check_probability` named ``delta``.
+
+    Kept under this name (with ``_check_positive``) for the audits that still import it from here.
+    """
+    return check_probability("delta", delta)
+
+
+_check_positive = check_positive
 
 
 def gaussian_claim(receipt: object, delta: float) -> Claim:
@@ -105,9 +104,9 @@ class GaussianAudit(Audit):
         from accounting import ZCDP
         from mechanisms.noise import GaussianMechanism
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
-        self.sensitivity = _check_positive("sensitivity", sensitivity)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
         self.mechanism_class = GaussianMechanism if mechanism_class is None else mechanism_class
         self.name = name
         self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
@@ -154,8 +153,8 @@ class LaplaceAudit(Audit):
         from accounting import PureDP
         from mechanisms.noise import LaplaceMechanism
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.sensitivity = _check_positive("sensitivity", sensitivity)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
         self.mechanism_class = LaplaceMechanism if mechanism_class is None else mechanism_class
         self.name = name
         self._pure = PureDP

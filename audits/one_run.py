@@ -26,9 +26,9 @@ from fractions import Fraction
 import numpy as np
 from scipy import stats
 
+from accounting.validation import check_int, check_positive, check_probability
 from audits.base import huge_budget_account
 from audits.bounds import gdp_epsilon, gdp_mu_for_epsilon, one_run_epsilon_lower_bound
-from audits.noise import _check_delta, _check_positive
 
 __all__ = ["OneRunGaussianAudit", "OneRunReport"]
 
@@ -90,11 +90,9 @@ class OneRunGaussianAudit:
                  mechanism_class: type | None = None, name: str = "gaussian-one-run") -> None:
         from mechanisms.noise import GaussianMechanism
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
-        if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 10:
-            raise ValueError(f"canaries must be an int ≥ 10, got {canaries!r}")
-        self.canaries = canaries
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
+        self.canaries = check_int("canaries", canaries, 10)
         self.mechanism_class = GaussianMechanism if mechanism_class is None else mechanism_class
         self.name = name
         self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)

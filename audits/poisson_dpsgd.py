@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
+from accounting.validation import check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, Audit, Claim
 from audits.bounds import gdp_mu_for_epsilon
 from audits.dpsgd import linear_loss
-from audits.noise import _check_delta, _check_positive
 
 __all__ = ["PoissonDPSGDAudit"]
 
@@ -58,8 +58,8 @@ class PoissonDPSGDAudit(Audit):
                  mechanism_class: type | None = None, name: str = "dpsgd-poisson") -> None:
         from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
         self.steps, self.sample_rate, self.name = int(steps), float(sample_rate), name
         self.mechanism_class = PoissonDPSGD if mechanism_class is None else mechanism_class
         self.noise_multiplier = math.sqrt(self.steps) / gdp_mu_for_epsilon(self.epsilon, self.delta)

@@ -40,11 +40,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from accounting.validation import check_int, check_positive, check_probability
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
 from audits.noise import (
-    _check_delta,
-    _check_positive,
     _same_noise,
     as_zcdp,
     gaussian_claim,
@@ -101,19 +100,18 @@ class TreeAudit(Audit):
         from mechanisms.factorization import SquareRootFactorizationMechanism
         from mechanisms.tree import BinaryTreeMechanism
 
-        self.delta = _check_delta(delta)
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be an int ≥ 1, got {horizon!r}")
+        self.delta = check_probability("delta", delta)
+        horizon = check_int("horizon", horizon)
         if shape not in SHAPES:
             raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
         self.horizon, self.shape, self.psd = horizon, shape, bool(psd) and shape == "matrix"
-        self.sensitivity = _check_positive("sensitivity", sensitivity)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
         self.mechanism_class = BinaryTreeMechanism if mechanism_class is None else mechanism_class
         self.factorization = issubclass(self.mechanism_class, SquareRootFactorizationMechanism)
         self.mechanism = "SquareRootFactorizationMechanism" if self.factorization else "BinaryTreeMechanism"
         self.name = name
         if cost is None:
-            self.epsilon = _check_positive("epsilon", epsilon)
+            self.epsilon = check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         else:
             self.rho, self.epsilon = Fraction(as_zcdp(cost).rho), None
