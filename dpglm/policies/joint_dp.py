@@ -104,6 +104,7 @@ from dpglm.policies.tight_plan import (
     pool_mu_sq,
     tight_parameters,
 )
+from dpglm.policies.tree_pair import build_tree_pair
 from mechanisms import Release
 from mechanisms.tree import BinaryTreeMechanism, tree_depth
 
@@ -613,12 +614,13 @@ class JointDPGLMBandit(RarelySwitchingBandit):
             refits_o = planned_refits(params, horizon, d, 1.0, noise_v, which="o")
         self.plan = plan = plan_tight(mu_sq_pool, exploration=self.exploration_possible, refits_o=refits_o,
                                       refits_tau=refits_tau, **shares)
-        v_tree = None
-        if plan.exploration:
-            v_tree = BinaryTreeMechanism(pool, horizon, (d, d), sens_v, tree_rng,
-                                         cost=gaussian_cost(pool, plan.mu_sq_v), psd=True)
-        h_tree = BinaryTreeMechanism(pool, horizon, (d, d), sens_h, tree_rng,
-                                     cost=gaussian_cost(pool, plan.mu_sq_h), psd=True)
+        v_tree: Any = None
+        if plan.exploration:  # both trees charged as one pair: the joint μ², not the sum
+            pair = build_tree_pair(pool, horizon, d, (sens_v, sens_h), tree_rng, plan.mu_sq_trees)
+            v_tree, h_tree = pair.v_tree, pair.h_tree
+        else:
+            h_tree = BinaryTreeMechanism(pool, horizon, (d, d), sens_h, tree_rng,
+                                         cost=gaussian_cost(pool, plan.mu_sq_h), psd=True)
         if not given:
             # The constants from the σ the trees actually use (their own cost functions, rounded up).
             noise_h = tree_noise_bound(h_tree.sigma, depth, d, horizon, delta)
@@ -632,14 +634,16 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         design_v: Any = TreeDesign(v_tree, params.lam) if v_tree is not None else ExactDesign(d, params.lam)
         design_h = TreeDesign(h_tree, params.lam_h)
         estimator_tau = DPSGDEstimator(
-            DPSGD(pool, family.name, sgd_tau_rng, clip=clip, engine=optimizer_backend), pool, refits_tau, steps=steps, lr=lr,
+            DPSGD(pool, family.name, sgd_tau_rng, clip=clip, engine=optimizer_backend), pool, refits_tau,
+            steps=steps, lr=lr,
             lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_tau),
             preconditioner=newton_metric(design_h, params.floor_h, math.e),
         )
         estimator_o: Any = _NeverCalled()
         if plan.exploration:
             estimator_o = DPSGDEstimator(
-                DPSGD(pool, family.name, sgd_o_rng, clip=clip, engine=optimizer_backend), pool, refits_o, steps=steps, lr=lr,
+                DPSGD(pool, family.name, sgd_o_rng, clip=clip, engine=optimizer_backend), pool, refits_o,
+                steps=steps, lr=lr,
                 lam=params.fit_lam, cost_per_refit=gaussian_cost(pool, plan.mu_sq_refit_o),
                 preconditioner=newton_metric(design_v, params.floor_v, 1.0 / kappa_star_bound(family, S)),
             )

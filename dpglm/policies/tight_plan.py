@@ -14,7 +14,9 @@ both currencies compose Gaussians identically and differ only in the final conve
 :func:`plan_tight` divides the pool, from public quantities only (T, d, S, the link, the
 sensitivities and the preset's constants — never the data):
 
-* a share ``tree_share`` for the trees; with both trees, half of it to each, so that
+* a share ``tree_share`` for the trees; with both trees, the share is the pair's joint
+  μ² (:mod:`dpglm.policies.tree_pair`: a user's leaf is in one tree only, so the pair
+  costs about the larger tree's μ², not the sum) and each tree gets all of it, so that
   ``σ_H/σ_V = Δ_H/Δ_V`` (each tree's noise is the same fraction of its leaf bound);
   when Criterion I cannot fire (see below) there is no V-tree and H takes it all;
 * the rest for the refits, a share ``o_share`` of it to θ̂_o (when Criterion I can
@@ -99,7 +101,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         return 0.0
 
     def excess(eps: float) -> float:
-        return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)) - delta
+        # e^ε Φ(b) as exp(ε + log Φ(b)): no overflow at large ε.
+        return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps + norm.logcdf(-eps / mu - mu / 2))) - delta
 
     if excess(0.0) <= 0:
         return 0.0
@@ -115,7 +118,9 @@ class TightPlan:
 
     ``mu_sq_*`` are shares of the pool in μ² (zCDP ρ = μ²/2); ``refits_*`` the planned
     refit counts; ``mu_sq_refit_*`` the cost of one refit. ``exploration`` says whether
-    Criterion I can fire (then the V-tree and θ̂_o exist).
+    Criterion I can fire (then the V-tree and θ̂_o exist). ``mu_sq_trees`` is what the
+    trees together may cost: with both, their joint μ² (:mod:`dpglm.policies.tree_pair`),
+    each tree's own ``mu_sq_v`` = ``mu_sq_h`` = that share; with H alone, ``mu_sq_h``.
     """
 
     mu_sq_pool: float
@@ -128,10 +133,11 @@ class TightPlan:
     mu_sq_refit_tau: float
     tree_share: float
     o_share: float
+    mu_sq_trees: float
 
     def allowed_mu_sq(self) -> float:
-        """μ² of everything the plan can release (trees + every planned refit) — at most the pool."""
-        return self.mu_sq_v + self.mu_sq_h + self.refits_o * self.mu_sq_refit_o + self.refits_tau * self.mu_sq_refit_tau
+        """μ² of everything the plan can release (the trees + every planned refit) — at most the pool."""
+        return self.mu_sq_trees + self.refits_o * self.mu_sq_refit_o + self.refits_tau * self.mu_sq_refit_tau
 
 
 def tight_parameters(
@@ -241,7 +247,7 @@ def plan_tight(
     tree = pool * Fraction(tree_share)
     refits = pool - tree
     if exploration:
-        mu_v = mu_h = tree / 2
+        mu_v = mu_h = tree  # the pair's joint cost (module docstring), each tree all of it
         share_o = refits * Fraction(o_share)
         share_tau = refits - share_o
         per_o = share_o / refits_o
@@ -259,7 +265,7 @@ def plan_tight(
     return TightPlan(
         mu_sq_pool=float(mu_sq_pool), exploration=exploration, mu_sq_v=down(mu_v), mu_sq_h=down(mu_h),
         refits_o=refits_o, refits_tau=refits_tau, mu_sq_refit_o=down(per_o), mu_sq_refit_tau=down(per_tau),
-        tree_share=float(tree_share), o_share=float(o_share),
+        tree_share=float(tree_share), o_share=float(o_share), mu_sq_trees=down(tree),
     )
 
 

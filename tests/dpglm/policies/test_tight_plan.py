@@ -49,7 +49,7 @@ def test_the_plan_never_allows_more_than_the_asked_guarantee(eps, S):
     policy = _policy(eps, S)
     plan = policy.plan
     assert plan.allowed_mu_sq() <= plan.mu_sq_pool * (1 + 1e-12)
-    parts = [plan.mu_sq_v, plan.mu_sq_h] + [plan.mu_sq_refit_o] * plan.refits_o + [plan.mu_sq_refit_tau] * plan.refits_tau
+    parts = [plan.mu_sq_trees] + [plan.mu_sq_refit_o] * plan.refits_o + [plan.mu_sq_refit_tau] * plan.refits_tau
     allowed = _pld_epsilon(parts, 0.02)  # composed by an independent accountant
     assert allowed <= eps * (1 + 3e-3)
     # The pool is a zCDP account of the asked (ε, δ) (CKS): all it can release is worth
@@ -80,10 +80,11 @@ def test_constants_tend_to_rs_glinucb_as_the_noise_vanishes():
 
 def test_plan_shares_and_refit_counts():
     plan = plan_tight(6.0, exploration=True, refits_o=10, refits_tau=20, tree_share=0.5, o_share=0.25)
-    assert plan.mu_sq_v == plan.mu_sq_h == pytest.approx(1.5)
+    # Both trees are one pair (tree_pair): each gets the whole tree share, which is their joint cost.
+    assert plan.mu_sq_v == plan.mu_sq_h == plan.mu_sq_trees == pytest.approx(3.0)
     assert plan.mu_sq_refit_o * 10 == pytest.approx(0.75) and plan.mu_sq_refit_tau * 20 == pytest.approx(2.25)
     no_v = plan_tight(6.0, exploration=False, refits_o=10, refits_tau=20, tree_share=0.5)
-    assert (no_v.mu_sq_v, no_v.refits_o, no_v.mu_sq_h) == (0.0, 0, 3.0)
+    assert (no_v.mu_sq_v, no_v.refits_o, no_v.mu_sq_h, no_v.mu_sq_trees) == (0.0, 0, 3.0, 3.0)
     assert no_v.mu_sq_refit_tau * 20 == pytest.approx(3.0)
     # Determinant-rule count: log det grows by at most d ln(1 + (b + T·leaf/d)/λ_H); a switch
     # needs ln c of it (counted here by brute force on the bound).
