@@ -1,7 +1,8 @@
 """Private convex optimisers for GLM losses: projected DP-SGD, shuffle-private P_GD, and their constraint sets.
 
-:class:`DPSGD` and :class:`PoissonDPSGD` (Poisson batches, amplified accounting) need torch and opacus; it is imported on first use so that the
-numpy-only optimisers (:class:`ShufflePGD`, the projections) load without them.
+:class:`DPSGD` and :class:`PoissonDPSGD` (Poisson batches, amplified accounting) run on torch and opacus,
+which are imported when a run starts (``mechanisms/optim/dpsgd.py``); the numpy-only optimisers
+(:class:`ShufflePGD`, the projections) and DP-SGD's planning load without them.
 """
 
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
@@ -11,7 +12,7 @@ __all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "Metri
            "ShufflePGD"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in ("DPSGD", "DPSGDPlan"):
         from mechanisms.optim import dpsgd
 

@@ -28,21 +28,23 @@ dominated jointly, which pairwise GDP does not give.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 import numpy as np
+import numpy.typing as npt
 
+from accounting.validation import check_int, check_real
 from mechanisms.lattice import GaussianLattice
-from mechanisms.optim.dpsgd import (
-    DPSGD,
-    DPSGDPlan,
-    Projection,
-    _check_int,
-    _check_normalizer,
-)
+from mechanisms.optim.dpsgd import DPSGD, Projection
+from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_normalizer
 from mechanisms.release import Release, check_positive
+
+if TYPE_CHECKING:
+    from accounting import Chargeable, EventChargeable, Receipt
+    from accounting.chargeable import PartitionKey
+    from mechanisms.optim.glm_losses import PerSampleLoss
 
 __all__ = ["PoissonDPSGD"]
 
@@ -50,12 +52,15 @@ __all__ = ["PoissonDPSGD"]
 class _EventPayer:
     """Forwards the mechanism's one charge to ``charge_event`` (the cost is a dp-accounting event)."""
 
-    def __init__(self, account: object, delta: float | None) -> None:
+    def __init__(self, account: EventChargeable, delta: float | None) -> None:
         self.account, self.delta = account, delta
+        self.currency = account.currency
 
-    def charge(self, event: object, **charge: object) -> object:
-        charge["relation"] = "add_remove"
-        return self.account.charge_event(event, delta=self.delta, **charge)
+    def charge(self, cost: Any, *, mechanism: str, relation: str = "add_remove", partition: PartitionKey = None,
+               note: str = "") -> Receipt:
+        """``charge_event(cost, ...)`` under ``add_remove`` whatever ``relation`` says (module docstring)."""
+        return self.account.charge_event(cost, mechanism=mechanism, relation="add_remove", delta=self.delta,
+                                         partition=partition, note=note)
 
 
 class PoissonDPSGD(DPSGD):
@@ -69,11 +74,12 @@ class PoissonDPSGD(DPSGD):
         As :class:`~mechanisms.optim.dpsgd.DPSGD`; the engine is ``"vectorised"`` (batches may be empty).
     """
 
-    def __init__(self, account: object, loss: object, rng: np.random.Generator, *, clip: float) -> None:
+    def __init__(self, account: EventChargeable, loss: str | PerSampleLoss, rng: np.random.Generator, *,
+                 clip: float) -> None:
         super().__init__(account, loss, rng, clip=clip, relation="add_remove", engine="vectorised")
 
     @staticmethod
-    def _check_account(account: object) -> None:
+    def _check_account(account: Chargeable) -> None:
         currency = getattr(account, "currency", None)
         if currency not in ("rdp", "approx"):
             raise TypeError(f"account must charge in 'rdp' or 'approx' for Poisson DP-SGD, got currency {currency!r}")
@@ -88,20 +94,20 @@ class PoissonDPSGD(DPSGD):
 
     def event(self, *, sample_rate: float, noise_multiplier: float, steps: int, dim: int) -> dp_accounting.DpEvent:
         """The dp-accounting event charged for ``steps`` steps on d = ``dim`` coordinates (module docstring)."""
-        q = float(sample_rate)
-        if not 0 < q <= 1:
-            raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}")
+        q = check_real("sample_rate", sample_rate, 0.0, 1.0, low_open=True)
         sigma = check_positive("noise_multiplier", noise_multiplier) * self.clip
         mu = GaussianLattice(sigma, 2 * self.clip, dim).gdp_mu(self.clip, dim)
         z = float(np.nextafter(1.0 / mu, 0.0))  # ≤ 1/μ′: never less privacy loss
         step = dp_accounting.GaussianDpEvent(z)
         if q < 1:
             step = dp_accounting.PoissonSampledDpEvent(q, step)
-        return dp_accounting.SelfComposedDpEvent(step, _check_int("steps", steps, 1))
+        return dp_accounting.SelfComposedDpEvent(step, check_int("steps", steps, 1))
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, steps: int, lr: float, projection: Projection,  # type: ignore[override]
-            sample_rate: float, noise_multiplier: float, normalizer: float, delta: float | None = None,
-            theta0: np.ndarray | None = None, lam: float = 0.0, note: str = "") -> Release:
+    def fit(  # type: ignore[override]  # a Poisson run takes sample_rate and delta, never cost or batch_size
+        self, X: npt.ArrayLike, y: npt.ArrayLike, *, steps: int, lr: float, projection: Projection,
+        sample_rate: float, noise_multiplier: float, normalizer: float, delta: float | None = None,
+        theta0: npt.ArrayLike | None = None, lam: float = 0.0, note: str = "",
+    ) -> Release:
         """Charge the planned run as one event, then run ``steps`` Poisson-sampled noisy steps.
 
         ``normalizer`` N ≥ 1 is public (never n itself if n is private); ``delta`` is
@@ -113,11 +119,8 @@ class PoissonDPSGD(DPSGD):
             If the account cannot pay; nothing is drawn from ``rng``.
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=True)
-        lr = check_positive("lr", lr)
-        lam = float(lam)
-        if not (math.isfinite(lam) and lam >= 0):
-            raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
-        normalizer = _check_normalizer(normalizer)
+        lr, lam = check_positive("lr", lr), check_real("lam", lam, 0.0)
+        normalizer = check_normalizer(normalizer)
         n, dim = X.shape
         event = self.event(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, dim=dim)
         multiplier = float(noise_multiplier)
@@ -132,7 +135,7 @@ class PoissonDPSGD(DPSGD):
         theta = self._run(X, y, theta_start, plan, lr, projection, lam / normalizer, None)
         return self._release(theta, receipt)
 
-    def _blocks(self, n: int, plan: DPSGDPlan) -> Iterator[np.ndarray | None]:
+    def _blocks(self, n: int, plan: DPSGDPlan) -> Iterator[npt.NDArray[np.int64] | None]:
         """Each step's batch: every row independently with probability q, drawn after the charge."""
         for _ in range(plan.steps):
             yield np.flatnonzero(self.rng.random(n) < self._sample_rate)

@@ -18,13 +18,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
+
+from accounting.validation import check_positive
 
 __all__ = ["BallProjection", "EllipsoidProjection", "MetricProjection"]
 
 _EPS = float(np.finfo(float).eps)
 
+FloatArray = npt.NDArray[np.float64]
 
-def _as_vector(theta: np.ndarray, dim: int | None, name: str = "theta") -> np.ndarray:
+
+def _as_vector(theta: npt.ArrayLike, dim: int | None, name: str = "theta") -> FloatArray:
     array = np.asarray(theta, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be a 1-D vector, got shape {array.shape}")
@@ -35,31 +40,21 @@ def _as_vector(theta: np.ndarray, dim: int | None, name: str = "theta") -> np.nd
     return array
 
 
-def _positive_radius(radius: float) -> float:
-    if isinstance(radius, bool) or not isinstance(radius, (int, float, np.floating, np.integer)):
-        raise TypeError(f"radius must be a real number, got {type(radius).__name__}")
-    value = float(radius)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"radius must be finite and > 0, got {radius!r}")
-    return value
-
-
-def _spd(matrix: np.ndarray, dim: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _spd(given: npt.ArrayLike, dim: int, name: str) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Validate a symmetric positive definite (dim, dim) matrix; return it and its eigendecomposition."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    if matrix.shape != (dim, dim):
-        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {matrix.shape}")
-    if not np.all(np.isfinite(matrix)):
+    raw = np.asarray(given, dtype=np.float64)
+    if raw.shape != (dim, dim):
+        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {raw.shape}")
+    if not np.all(np.isfinite(raw)):
         raise ValueError(f"{name} must be finite")
-    scale = max(float(np.max(np.abs(matrix))), np.finfo(float).tiny)
-    if not np.allclose(matrix, matrix.T, rtol=0.0, atol=1e-10 * scale):
+    scale = max(float(np.max(np.abs(raw))), np.finfo(float).tiny)
+    if not np.allclose(raw, raw.T, rtol=0.0, atol=1e-10 * scale):
         raise ValueError(f"{name} must be symmetric")
-    matrix = 0.5 * (matrix + matrix.T)
+    matrix: FloatArray = 0.5 * (raw + raw.T)
     eigenvalues, eigenvectors = np.linalg.eigh(matrix)
     if eigenvalues[0] <= 0:
         raise ValueError(f"{name} must be positive definite, its smallest eigenvalue is {eigenvalues[0]:.3e}")
     return matrix, eigenvalues, eigenvectors
-
 
 
 class BallProjection:
@@ -76,10 +71,10 @@ class BallProjection:
         projected vector has.
     """
 
-    def __init__(self, radius: float, center: np.ndarray | None = None) -> None:
-        self.radius = _positive_radius(radius)
+    def __init__(self, radius: float, center: npt.ArrayLike | None = None) -> None:
+        self.radius = check_positive("radius", radius)
         if center is None:
-            self.center: np.ndarray | None = None
+            self.center: FloatArray | None = None
         else:
             center = _as_vector(center, None, "center").copy()
             center.setflags(write=False)
@@ -90,7 +85,7 @@ class BallProjection:
         """Dimension fixed by the centre, or ``None`` for a centre at the origin."""
         return None if self.center is None else int(self.center.shape[0])
 
-    def center_for(self, dim: int) -> np.ndarray:
+    def center_for(self, dim: int) -> FloatArray:
         """The centre as a vector of length ``dim`` (zeros when none was given)."""
         if self.center is None:
             return np.zeros(dim)
@@ -98,17 +93,17 @@ class BallProjection:
             raise ValueError(f"the ball's center has length {self.center.shape[0]}, not {dim}")
         return self.center.copy()
 
-    def distance(self, theta: np.ndarray) -> float:
+    def distance(self, theta: npt.ArrayLike) -> float:
         """‖θ − c‖₂, the quantity the constraint bounds by ``radius``."""
         theta = _as_vector(theta, self.dim)
         offset = theta if self.center is None else theta - self.center
         return float(np.linalg.norm(offset))
 
-    def contains(self, theta: np.ndarray, *, rtol: float = 1e-9) -> bool:
+    def contains(self, theta: npt.ArrayLike, *, rtol: float = 1e-9) -> bool:
         """Whether ‖θ − c‖₂ ≤ S(1 + rtol)."""
         return self.distance(theta) <= self.radius * (1.0 + rtol)
 
-    def __call__(self, theta: np.ndarray) -> np.ndarray:
+    def __call__(self, theta: npt.ArrayLike) -> FloatArray:
         """Π(θ) = c + (θ − c)·min(1, S/‖θ − c‖₂) (a new array)."""
         theta = _as_vector(theta, self.dim)
         center = np.zeros_like(theta) if self.center is None else self.center
@@ -153,11 +148,11 @@ class EllipsoidProjection:
 
     _MAX_ITER = 200
 
-    def __init__(self, center: np.ndarray, V: np.ndarray, radius: float) -> None:
+    def __init__(self, center: npt.ArrayLike, V: npt.ArrayLike, radius: float) -> None:
         center = _as_vector(center, None, "center").copy()
         dim = center.shape[0]
         V, eigenvalues, eigenvectors = _spd(V, dim, "V")
-        self.radius = _positive_radius(radius)
+        self.radius = check_positive("radius", radius)
         center.setflags(write=False)
         V.setflags(write=False)
         self.center = center
@@ -173,28 +168,28 @@ class EllipsoidProjection:
         """Dimension d of the ellipsoid."""
         return int(self.center.shape[0])
 
-    def center_for(self, dim: int) -> np.ndarray:
+    def center_for(self, dim: int) -> FloatArray:
         """The centre θ₀ (a copy), checking the requested dimension."""
         if dim != self.dim:
             raise ValueError(f"the ellipsoid has dimension {self.dim}, not {dim}")
         return self.center.copy()
 
-    def distance(self, theta: np.ndarray) -> float:
+    def distance(self, theta: npt.ArrayLike) -> float:
         """‖θ − θ₀‖_V, the quantity the constraint bounds by ``radius``."""
         offset = _as_vector(theta, self.dim) - self.center
         return float(math.sqrt(max(float(offset @ self.V @ offset), 0.0)))
 
-    def contains(self, theta: np.ndarray, *, rtol: float = 1e-9) -> bool:
+    def contains(self, theta: npt.ArrayLike, *, rtol: float = 1e-9) -> bool:
         """Whether ‖θ − θ₀‖_V ≤ r(1 + rtol)."""
         return self.distance(theta) <= self.radius * (1.0 + rtol)
 
-    def multiplier(self, theta: np.ndarray) -> float:
+    def multiplier(self, theta: npt.ArrayLike) -> float:
         """The Lagrange multiplier μ ≥ 0 of the projection of ``theta`` (0 inside)."""
         offset = _as_vector(theta, self.dim) - self.center
         rotated = self._eigenvectors.T @ offset
         return self._solve_multiplier(rotated / self._sqrt_eigenvalues)
 
-    def _solve_multiplier(self, g: np.ndarray) -> float:
+    def _solve_multiplier(self, g: FloatArray) -> float:
         """Root μ ≥ 0 of 1/‖g/(b + μ)‖ = 1/r with b = 1/λ (0 if ‖g/b‖ ≤ r)."""
         b = self._inverse_eigenvalues
         target = 1.0 / self.radius
@@ -224,7 +219,7 @@ class EllipsoidProjection:
             mu = candidate if low < candidate < high else 0.5 * (low + high)
         return mu
 
-    def __call__(self, theta: np.ndarray) -> np.ndarray:
+    def __call__(self, theta: npt.ArrayLike) -> FloatArray:
         """Π(θ) = θ₀ + (I + μV)⁻¹(θ − θ₀) with the multiplier μ solving ‖·‖_V = r."""
         theta = _as_vector(theta, self.dim)
         offset = theta - self.center
@@ -263,7 +258,7 @@ class MetricProjection:
         Symmetric positive definite preconditioner.
     """
 
-    def __init__(self, projection: BallProjection | EllipsoidProjection, M: np.ndarray) -> None:
+    def __init__(self, projection: BallProjection | EllipsoidProjection, M: npt.ArrayLike) -> None:
         if not isinstance(projection, (BallProjection, EllipsoidProjection)):
             raise TypeError(
                 f"projection must be a BallProjection or EllipsoidProjection, got {type(projection).__name__}"
@@ -286,11 +281,11 @@ class MetricProjection:
         """Dimension d."""
         return int(self.center.shape[0])
 
-    def contains(self, theta: np.ndarray, *, rtol: float = 1e-9) -> bool:
+    def contains(self, theta: npt.ArrayLike, *, rtol: float = 1e-9) -> bool:
         """Whether θ lies in Θ (the set does not depend on the metric)."""
         return self.set.contains(theta, rtol=rtol)
 
-    def __call__(self, theta: np.ndarray) -> np.ndarray:
+    def __call__(self, theta: npt.ArrayLike) -> FloatArray:
         """Π_M(θ) = c + M^{1/2} Π_E(M^{-1/2}(θ − c)), radially rescaled onto Θ against rounding."""
         theta = _as_vector(theta, self.dim)
         if self.set.contains(theta, rtol=0.0):

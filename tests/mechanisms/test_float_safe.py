@@ -18,7 +18,7 @@ from accounting import ZCDP, Ledger, PureDP
 from mechanisms import BinaryTreeMechanism, GaussianMechanism, LaplaceMechanism, SquareRootFactorizationMechanism
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.lattice import GaussianLattice, round_to_grid
-from mechanisms.optim.dpsgd import _StepNoise
+from mechanisms.optim.dpsgd_loops import StepNoise
 
 RUNS = 300
 
@@ -111,7 +111,7 @@ def test_dpsgd_noisy_sum_common_support():
     rng = np.random.default_rng(4)
     lattice = GaussianLattice(3.0, 2.0, 2)
     rows = torch.from_numpy(lattice.scale(lattice.integers(rng, 2 * RUNS), (RUNS, 2)))
-    noise = _StepNoise(lattice.grid, rows)
+    noise = StepNoise(lattice.grid, rows)
     x0, x1 = np.array([0.3, -0.7]), np.array([0.3 + 2.0, -0.7])
     out0 = np.array([noise.release(torch.from_numpy(x0), i).numpy() for i in range(RUNS)])
     out1 = np.array([noise.release(torch.from_numpy(x1), i).numpy() for i in range(RUNS)])

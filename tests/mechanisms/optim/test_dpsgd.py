@@ -5,7 +5,11 @@ accountant (GaussianDpEvent with noise multiplier σ/Δ, Δ = 2C for replace-one
 opacus's own RDP analysis, hand-computed clipped gradients, scipy MLEs.
 """
 
+import os
+import subprocess
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +23,10 @@ from scipy import stats
 from scipy.optimize import minimize
 from scipy.special import expit, ndtr
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, ZCDP
+from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger
 from dpglm.glm import LOGISTIC, PROBIT
 from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection
-from mechanisms.optim.dpsgd import ENGINES, chain_step_hook, logistic_loss, probit_loss
+from mechanisms.optim.dpsgd import ENGINES, LOSS_NAMES, LOSSES, chain_step_hook, logistic_loss, probit_loss
 
 
 def _account(rho: float = 1e30):
@@ -107,7 +111,8 @@ def test_cost_is_spent_exactly_with_noise_rounded_up(rng):
 )
 def test_plan_charges_every_started_epoch(rng, n, steps, batch_size, n_batches, epochs):
     """k = ⌈n/b⌉ blocks per epoch; a partial epoch is charged whole: ρ = E·(2C)²/(2(zC)²) = 2E/z²."""
-    plan = DPSGD(_account(), "logistic", rng, clip=2.0).plan(n, steps=steps, noise_multiplier=4.0, batch_size=batch_size)
+    optimizer = DPSGD(_account(), "logistic", rng, clip=2.0)
+    plan = optimizer.plan(n, steps=steps, noise_multiplier=4.0, batch_size=batch_size)
     assert (plan.n_batches, plan.epochs) == (n_batches, epochs)
     assert plan.cost.rho == Fraction(2 * epochs, 16)  # exact: 2E/z² with z = 4 has a short decimal
 
@@ -471,3 +476,21 @@ def test_normalizer_rejects_bad_values_and_minibatches(rng):
     with pytest.raises(ValueError, match="X must have shape"):  # n = 0 only with a public normaliser
         optimizer.fit(X[:0], y[:0], **kwargs)
     assert account.spent.rho == 0
+
+
+def test_planning_needs_no_torch_and_the_loss_names_are_the_losses():
+    """A fresh interpreter: importing DPSGD, constructing it and planning a charge load neither torch nor opacus;
+    the names DPSGD accepts are exactly the keys of the torch losses it resolves them to."""
+    script = (
+        "import sys, numpy as np\n"
+        "from accounting import Ledger, ZCDP\n"
+        "from mechanisms.optim import DPSGD\n"
+        "acc = Ledger(ZCDP(1)).split({'o': 1}, currency={'o': 'zcdp'})['o']\n"
+        "plan = DPSGD(acc, 'probit', np.random.default_rng(0), clip=1.0).plan(10, steps=4, noise_multiplier=2.0)\n"
+        "print(plan.cost.rho, 'torch' in sys.modules, 'opacus' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.stdout.split() == ["2", "False", "False"]  # ρ = E·(2C)²/(2σ²) = 4·4/8
+    assert sorted(LOSSES) == sorted(LOSS_NAMES)
