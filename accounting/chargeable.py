@@ -25,10 +25,19 @@ from typing import Any, Protocol, runtime_checkable
 
 from accounting.costs import Cost, Number, Relation
 
-__all__ = ["BudgetExceeded", "Budgeted", "Chargeable", "EventChargeable", "PartitionKey", "Receipt"]
+__all__ = ["BudgetExceeded", "Budgeted", "Chargeable", "EventChargeable", "PartitionKey", "Receipt", "check_partition"]
 
 #: A parallel-composition key: charges under different keys touch disjoint users (docs/accounting.md).
 PartitionKey = str | int | None
+
+
+def check_partition(partition: object) -> PartitionKey:
+    """Return ``partition`` if it is a :data:`PartitionKey` (None, a str or an int, not a bool), else ``TypeError``."""
+    if partition is None or isinstance(partition, str):
+        return partition
+    if isinstance(partition, int) and not isinstance(partition, bool):
+        return partition
+    raise TypeError(f"partition must be None, a str or an int, got {type(partition).__name__}")
 
 
 class BudgetExceeded(Exception):

@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from accounting.costs import ApproxDP, Cost, Number, PureDP, as_fraction
+from accounting.spend import ZERO, Vector, add, as_cost, is_zero, to_approx
 
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
@@ -55,35 +56,31 @@ def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
     Only for a ledger whose budget is pure or approx (other budgets are one
     pool already). Caller holds the ledger's lock.
     """
-    from accounting import ledger as ledger_module
-
-    direct: tuple[Fraction, ...] = ledger_module._ZERO
-    vectors: dict[str, tuple[Fraction, ...]] = {}
+    direct: Vector = ZERO
+    vectors: dict[str, Vector] = {}
     found: dict[str, Pool] = {}
     for account in ledger.accounts():
         if account.currency in ("pure", "approx"):
-            direct = ledger_module._add(direct, ledger_module._add(account._sequential, account._widest))
+            direct = add(direct, add(account._sequential, account._widest))
             continue
         if account.parent is None or account.parent.currency in POOLED:
             continue  # inside a pool already: counted in its top account's use
         used = account._used_vector()
-        if ledger_module._is_zero(used):
+        if is_zero(used):
             continue
         pool = found.setdefault(account.currency, Pool(account.currency))
         pool.accounts.append(account.path)
-        vectors[account.currency] = ledger_module._add(vectors.get(account.currency, ledger_module._ZERO), used)
+        vectors[account.currency] = add(vectors.get(account.currency, ZERO), used)
         pool.delta += account._share[1]
         pool.eps_separately += account._used_in_parent()[0]
     for currency, pool in found.items():
-        pool.used = ledger_module._as_cost(vectors[currency], currency)
-        pool.eps_pooled = ledger_module._to_approx(vectors[currency], currency, pool.delta)
+        pool.used = as_cost(vectors[currency], currency)
+        pool.eps_pooled = to_approx(vectors[currency], currency, pool.delta)
     return (direct[0], direct[1]), list(found.values())
 
 
 def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
     """:meth:`accounting.ledger.Ledger.guarantee` (caller holds the lock)."""
-    from accounting import ledger as ledger_module
-
     if ledger.currency == "pure":
         return PureDP(ledger.root._used_vector()[0])
     if ledger.currency == "approx":
@@ -99,4 +96,4 @@ def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
     spent_delta = used[1] if ledger.currency == "zcdp" else Fraction(0)
     if not spent_delta < target < 1:
         raise ValueError(f"delta must lie in ({float(spent_delta)}, 1) (above the zCDP delta spent), got {delta}")
-    return ApproxDP(ledger_module._to_approx(used, ledger.currency, target - spent_delta), target)
+    return ApproxDP(to_approx(used, ledger.currency, target - spent_delta), target)

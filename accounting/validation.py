@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_generator", "check_int", "check_positive", "check_probability", "check_real"]
+__all__ = ["check_generator", "check_int", "check_positive", "check_probability", "check_real", "check_text"]
 
 
 def _is_real(value: object) -> bool:
@@ -91,6 +91,23 @@ def check_positive(name: str, value: object) -> float:
 def check_probability(name: str, value: object) -> float:
     """Return ``value`` as a float if it is in the open interval (0, 1): a δ, a confidence level."""
     return check_real(name, value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def check_text(name: str, value: object, *, required: bool = True) -> str:
+    """Return ``value`` if it is a str, non-blank when ``required`` (a mechanism's name, a note).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a str.
+    ValueError
+        If ``required`` and ``value`` is empty or only whitespace.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
 
 
 def check_generator(rng: object) -> np.random.Generator:

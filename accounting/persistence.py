@@ -1,0 +1,108 @@
+"""What a ledger writes to its journal, and how a reopened ledger reads it back.
+
+The journal (:mod:`accounting.journal`) stores JSON payloads; this module owns
+their form. Every number is an exact ``"num/den"`` string, so replaying a
+journal restores the very same spend (docs/accounting.md, docs/threat-model.md):
+
+- ``"split"``: the exact weights, the children's currencies, and each child's
+  share and budget as planned (:mod:`accounting.split`); replay applies the
+  recorded plan rather than planning again.
+- ``"charge"`` / ``"analysis"``: the cost as requested, the cost as charged (in
+  the account's currency, under the ledger's relation), mechanism, relation,
+  partition key, note, and, for a dp-accounting event, its pair form
+  (:mod:`accounting.events`).
+
+A journal written for another budget or relation, naming an unknown account or
+an unknown kind of event, raises :class:`~accounting.journal.JournalMismatchError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from accounting.chargeable import PartitionKey
+from accounting.costs import Cost, cost_from_dict, cost_to_dict
+from accounting.journal import Journal, JournalMismatchError
+from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
+from accounting.split import Plan
+
+if TYPE_CHECKING:
+    from accounting.ledger import Ledger
+
+__all__ = ["charge_payload", "read_split", "restore", "split_payload"]
+
+
+def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan) -> dict[str, Any]:
+    """The journal form of a split: exact weights, currencies, and each child's share and budget."""
+    return {
+        "weights": {name: str(w) for name, w in weights.items()},
+        "currency": dict(currencies),
+        "children": {name: {"share": [str(x) for x in s], "budget": [str(x) for x in b]}
+                     for name, (s, b) in planned.items()},
+    }
+
+
+def read_split(payload: Mapping[str, Any], seq: int) -> tuple[dict[str, Fraction], dict[str, Currency], Plan]:
+    """Inverse of :func:`split_payload` (``seq`` names the journal event in errors)."""
+    weights = {name: Fraction(w) for name, w in payload["weights"].items()}
+    currencies: dict[str, Currency] = {}
+    for name, chosen in payload["currency"].items():
+        if not is_currency(chosen):
+            raise JournalMismatchError(f"journal event {seq}: currency of {name!r} must be one of {CURRENCIES}, "
+                                       f"got {chosen!r}")
+        currencies[name] = chosen
+    planned: Plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]))
+                     for name, c in payload["children"].items()}
+    return weights, currencies, planned
+
+
+def charge_payload(cost: Cost, charged: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
+                   event: Any = None, from_event: bool = False) -> dict[str, Any]:
+    """The journal form of a granted charge (an event's pair form only if it came from ``charge_event``)."""
+    data: dict[str, Any] = {"cost": cost_to_dict(cost), "charged": cost_to_dict(charged), "mechanism": mechanism,
+                            "relation": relation, "partition": partition, "note": note}
+    if from_event:
+        from accounting.events import event_to_dict
+
+        data["event"] = None if event is None else event_to_dict(event)
+    return data
+
+
+def restore(ledger: Ledger, journal: Journal, budget: Cost, wanted: dict[str, Any]) -> None:
+    """Replay every event of ``journal`` into the fresh ``ledger``; close the journal if anything fails."""
+    try:
+        meta = journal.read_meta()
+        if meta != wanted:
+            raise JournalMismatchError(
+                f"journal {journal.path} was written for budget {cost_from_dict(meta['budget'])} "
+                f"({meta['relation']}), not {budget} ({ledger.relation}); refusing to start over"
+            )
+        for seq, kind, path, payload in journal.events():
+            _replay(ledger, seq, kind, path, payload)
+    except BaseException:
+        journal.close()
+        raise
+
+
+def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, Any]) -> None:
+    account = ledger._accounts.get(path) if path else ledger.root
+    if account is None:
+        raise JournalMismatchError(f"journal event {seq} names unknown account {path!r}")
+    if kind == "split":
+        account._apply_split(*read_split(payload, seq))
+    elif kind in ("charge", "analysis"):
+        charged = cost_from_dict(payload["charged"])
+        vector = in_currency(charged, account.currency, path)
+        note = payload["note"]
+        event = None
+        if payload.get("event") is not None:
+            from accounting.events import event_from_dict
+
+            event = event_from_dict(payload["event"])
+        account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis",
+                       (seq, charged, event, "event" in payload))
+    else:
+        raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
+    ledger._seq = seq
