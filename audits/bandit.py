@@ -28,10 +28,15 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accounting.validation import check_int, check_positive, check_probability
+
+if TYPE_CHECKING:
+    from dpglm.policies.base import Policy
+    from dpglm.policies.joint_dp import JointDPGLMBandit
 
 __all__ = [
     "BanditCouplingAudit",
@@ -89,7 +94,7 @@ def couple_policy(policy: object, logs: dict[str, list], replay: bool) -> list[N
     return wrappers
 
 
-def _play(policy: object, arms: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+def _play(policy: Policy, arms: np.ndarray, rewards: np.ndarray) -> np.ndarray:
     actions = np.empty(arms.shape[0], dtype=np.int64)
     for t in range(arms.shape[0]):
         actions[t] = policy.choose(arms[t])
@@ -119,7 +124,7 @@ class CouplingResult:
         return None if differ.size == 0 else int(differ[0]) + 2
 
 
-def coupled_actions(make_policy: Callable[[], object], arms: np.ndarray, rewards: np.ndarray,
+def coupled_actions(make_policy: Callable[[], Policy], arms: np.ndarray, rewards: np.ndarray,
                     first_arms: np.ndarray, first_rewards: np.ndarray) -> CouplingResult:
     """Run ``D0`` (``arms``, ``rewards``) and ``D1`` (round 1 replaced) under the noise coupling.
 
@@ -215,7 +220,8 @@ class BanditCouplingAudit:
     mechanism = "JointDPGLMBandit"
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, horizon: int = 300,
-                 policy_class: type | None = None, preset: str = "calibrated", name: str = "bandit-coupling") -> None:
+                 policy_class: type[JointDPGLMBandit] | None = None, preset: str = "calibrated",
+                 name: str = "bandit-coupling") -> None:
         from dpglm.policies.joint_dp import JointDPGLMBandit
 
         self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
@@ -243,7 +249,7 @@ class BanditCouplingAudit:
         game = self.game(np.random.default_rng(seed))
         divergences, calls, varied = [], 0, 0
         for policy_seed in np.random.SeedSequence(seed).generate_state(runs):
-            def make_policy(policy_seed: int = int(policy_seed)) -> object:
+            def make_policy(policy_seed: int = int(policy_seed)) -> Policy:
                 return self.policy_class("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta,
                                          np.random.default_rng(policy_seed), preset=self.preset)
             result = coupled_actions(make_policy, *game)

@@ -46,11 +46,16 @@ used by the statistics, so not computing them changes nothing.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accounting import ApproxDP
 from accounting.validation import check_int, check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, Audit, AuditResult, Claim, _check_runs
+
+if TYPE_CHECKING:
+    from dpglm.policies.joint_dp import JointDPGLMBandit
 
 __all__ = ["BanditSwitchAudit"]
 
@@ -83,8 +88,8 @@ class BanditSwitchAudit(Audit):
     chunk = 10
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, horizon: int | None = None, eta: float = 0.01,
-                 policy_class: type | None = None, name: str = "bandit") -> None:
-        from dpglm.policies.joint_dp import JointDPGLMBandit
+                 policy_class: type[JointDPGLMBandit] | None = None, name: str = "bandit") -> None:
+        from dpglm.policies.joint_dp import JointDPGLMBandit, TreeDesign
 
         self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
         self.eta, self.name = check_probability("eta", eta), name
@@ -97,10 +102,13 @@ class BanditSwitchAudit(Audit):
                 horizon += 100
         self.horizon = horizon
         self.lam_h, self.switch_factor, self.leaf_weight, self.exact_switch_round = self._constants(horizon)
-        tree = self._policy(np.random.default_rng(0)).design_h.tree
+        design_h = self._policy(np.random.default_rng(0)).design_h
+        if not isinstance(design_h, TreeDesign):
+            raise TypeError(f"the first-switch game audits a tree-released H, got {type(design_h).__name__}")
+        tree = design_h.tree
         self.h_tree_mu = float(tree.sensitivity * math.sqrt(tree.depth) / tree.sigma)
 
-    def _policy(self, rng: np.random.Generator, horizon: int | None = None) -> object:
+    def _policy(self, rng: np.random.Generator, horizon: int | None = None) -> JointDPGLMBandit:
         return self.policy_class("logistic", _D, self.horizon if horizon is None else horizon, _S, self.epsilon,
                                  self.delta, rng, preset="calibrated")
 
@@ -110,13 +118,15 @@ class BanditSwitchAudit(Audit):
         if policy.exploration_possible:
             raise ValueError("the first-switch game needs a policy whose Criterion I cannot fire (θ̂_o = 0)")
         params = policy.params
-        weight = float(policy.family.dmu(0.0)) / math.e
+        weight = float(policy.family.dmu(np.zeros(()))) / math.e
         needed = math.floor((params.switch_factor - 1) * params.lam_h / weight) + 1
         return float(params.lam_h), float(params.switch_factor), weight, needed + 1
 
     def claim(self) -> Claim:
         """The policy's promise: (ε, δ)-joint DP for the whole run, its ledger's budget."""
         budget = self._policy(np.random.default_rng(0)).ledger.root.budget
+        if not isinstance(budget, ApproxDP):
+            raise TypeError(f"the joint-DP bandit's ledger is in (ε, δ), got {type(budget).__name__}")
         epsilon, delta = float(budget.eps), float(budget.delta)
         return Claim(epsilon=epsilon, delta=delta, cost=str(budget), ledger_epsilon=epsilon)
 

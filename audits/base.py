@@ -38,7 +38,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from fractions import Fraction
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 
@@ -46,11 +47,14 @@ from accounting.validation import check_int
 from audits import bounds
 from audits.engine import map_chunks, require_engine
 
+if TYPE_CHECKING:
+    from accounting import Account, Cost
+
 __all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "approx_accounts",
            "huge_budget_account"]
 
-CLOPPER_PEARSON = "clopper-pearson"
-GAUSSIAN_DP = "gaussian-dp"
+CLOPPER_PEARSON: Final = "clopper-pearson"
+GAUSSIAN_DP: Final = "gaussian-dp"
 Method = Literal["clopper-pearson", "gaussian-dp"]
 
 
@@ -156,7 +160,7 @@ class AuditResult:
                 f"runs={self.runs}+{self.holdout_runs}/side  {verdict}")
 
 
-def huge_budget_account(currency: str):
+def huge_budget_account(currency: str) -> Account:
     """A fresh account whose budget no audit run can exhaust, in ``currency``.
 
     Every real release charges a ledger (docs/design.md); an audit's bulk runs are
@@ -165,7 +169,8 @@ def huge_budget_account(currency: str):
     """
     from accounting import ZCDP, ApproxDP, Ledger, PureDP
 
-    budgets = {"zcdp": ZCDP(10**12), "pure": PureDP(10**12), "approx": ApproxDP(10**12, 0.5)}
+    huge = Fraction(10**12)
+    budgets: dict[str, Cost] = {"zcdp": ZCDP(huge), "pure": PureDP(huge), "approx": ApproxDP(huge, Fraction(1, 2))}
     if currency not in budgets:
         raise ValueError(f"currency must be one of {sorted(budgets)}, got {currency!r}")
     return Ledger(budgets[currency]).root
@@ -175,14 +180,15 @@ def huge_budget_account(currency: str):
 _SETTINGS = ("chunk", "compute_engine", "n_jobs", "name")
 
 
-def _rebuild(cls: type, args: tuple, kwargs: dict, settings: dict) -> Audit:
+def _rebuild(cls: type[Audit], args: tuple[object, ...], kwargs: dict[str, object],
+             settings: dict[str, object]) -> Audit:
     """An audit built afresh from its constructor arguments (its ledgers are new), then ``settings``."""
     audit = cls(*args, **kwargs)
     audit.__dict__.update(settings)
     return audit
 
 
-def approx_accounts(delta: float) -> Iterator:
+def approx_accounts(delta: float) -> Iterator[Account]:
     """Huge-budget ``"approx"`` accounts, one charge of δ = ``delta`` at a time: ``next()`` per charge.
 
     The δ of an approximate-DP ledger composes additively and its budget is
@@ -219,6 +225,8 @@ class Audit(ABC):
     use_holdout: bool = True
     compute_engine: str = "local"
     n_jobs: int = 1
+    #: The constructor arguments, recorded by ``__new__`` (see ``__reduce__``).
+    _recipe: tuple[tuple[object, ...], dict[str, object]]
 
     @abstractmethod
     def claim(self) -> Claim:
@@ -237,7 +245,7 @@ class Audit(ABC):
         audit._recipe = (args, kwargs)  # how to rebuild it in a worker (see __reduce__)
         return audit
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[object, ...]:
         """Pickle the recipe, never the state (docs/engine.md, "what a task carries").
 
         An audit holds mechanisms charged to its own huge-budget ledger, and a
@@ -366,7 +374,7 @@ class Audit(ABC):
         candidates = list(dict.fromkeys(planned))
         level = 1.0 - (1.0 - confidence) / len(candidates)
         null_all, alternative_all = self.sample(0, runs, main_rng), self.sample(1, runs, main_rng)
-        best = None
+        best: tuple[float, int, float, int, int, float, float] | None = None
         for column, threshold in candidates:
             null, alternative = null_all[:, column], alternative_all[:, column]
             false_positives = int(np.count_nonzero(null >= threshold))
@@ -377,6 +385,7 @@ class Audit(ABC):
             key = mu_lb if self.method == GAUSSIAN_DP else eps_cp
             if best is None or key > best[0]:
                 best = (key, column, threshold, false_positives, false_negatives, mu_lb, eps_cp)
+        assert best is not None  # candidates is never empty: the held-out choice joins when nothing is planned
         _, column, threshold, false_positives, false_negatives, mu_lb, eps_cp = best
         null, alternative = null_all[:, column], alternative_all[:, column]
         if self.method == GAUSSIAN_DP:

@@ -60,7 +60,8 @@ def _plot(result, path: str) -> None:
     pooled = np.concatenate([null, alternative])
     low, high = np.quantile(pooled, [0.001, 0.999])
     integer = np.all(pooled == np.round(pooled)) and high - low <= 200
-    bins = np.arange(low - 0.5, high + 1.5) if integer else np.linspace(low, high, 80)
+    edges = np.arange(low - 0.5, high + 1.5) if integer else np.linspace(low, high, 80)
+    bins: list[float] = edges.tolist()
     figure, axis = plt.subplots(figsize=(6.4, 3.8))
     axis.hist(null, bins=bins, alpha=0.55, density=True, label="D0 (null)")
     axis.hist(alternative, bins=bins, alpha=0.55, density=True, label="D1 (alternative)")

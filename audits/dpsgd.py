@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,11 @@ from audits.noise import (
     as_zcdp,
     gaussian_claim,
 )
+
+if TYPE_CHECKING:
+    from accounting import GDP, ZCDP, Account
+    from mechanisms.optim.dpsgd import DPSGD
+    from mechanisms.release import Release
 
 __all__ = ["DPSGDAudit", "linear_loss"]
 
@@ -75,7 +81,7 @@ class DPSGDAudit(Audit):
     statistics = ("last iterate along the canary",)
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-5, *, steps: int = 10, rows: int = 8,
-                 engine: str = "opacus", mechanism_class: type | None = None, cost: object = None,
+                 engine: str = "opacus", mechanism_class: type[DPSGD] | None = None, cost: ZCDP | GDP | None = None,
                  normalizer: bool = False, name: str = "dpsgd") -> None:
         from accounting import ZCDP
         from mechanisms.optim.dpsgd import DPSGD
@@ -84,6 +90,7 @@ class DPSGDAudit(Audit):
         self.steps, self.rows, self.engine = check_int("steps", steps), check_int("rows", rows, 2), engine
         self.mechanism_class = DPSGD if mechanism_class is None else mechanism_class
         self.name = name
+        self.epsilon: float | None
         if cost is None:
             self.epsilon = check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
@@ -96,7 +103,7 @@ class DPSGDAudit(Audit):
         self._single_plan = self._single.plan(rows, steps=steps, cost=ZCDP(self.rho),
                                               normalizer=float(rows) if self.normalizer else None)
 
-    def _optimiser(self, account: object, clip: float, rng: np.random.Generator) -> object:
+    def _optimiser(self, account: Account, clip: float, rng: np.random.Generator) -> DPSGD:
         return self.mechanism_class(account, linear_loss, rng, clip=clip, engine=self.engine)
 
     def parameters(self) -> dict:
@@ -104,7 +111,7 @@ class DPSGDAudit(Audit):
                 "engine": self.engine, "normalizer": self.normalizer, "rho": float(self.rho),
                 "sigma": self._single_plan.sigma, "mechanism_class": self.mechanism_class.__name__}
 
-    def _fit(self, optimiser: object, canary_label: float, width: int, cost: object) -> object:
+    def _fit(self, optimiser: DPSGD, canary_label: float, width: int, cost: ZCDP) -> Release:
         """One fit on the canary data set with ``width`` coordinates; the ``Release`` of θ_T."""
         from mechanisms.optim import BallProjection
 

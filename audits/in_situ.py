@@ -43,11 +43,21 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
 
 from accounting.validation import check_int, check_positive, check_probability
+
+if TYPE_CHECKING:
+    from audits.base import Audit
+    from dpglm.policies.base import Policy
+    from mechanisms.base import _Constructed
+    from mechanisms.optim.dpsgd import DPSGD
+    from mechanisms.optim.shuffle_pgd import ShufflePGD
+    from mechanisms.shuffle import ShuffleVectorSum
+    from mechanisms.tree import ContinualRelease
 
 __all__ = ["InSituAudit", "InSituReport", "Recorded", "charged_sigma", "node_noise", "recording"]
 
@@ -62,10 +72,10 @@ class Recorded:
     """
 
     cls: type
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]  # a call's arguments, as recorded: their types are the mechanism's business
+    kwargs: dict[str, Any]
     instance: object
-    calls: list = field(default_factory=list)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any], Any]] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -82,7 +92,7 @@ def recording() -> Iterator[list[Recorded]]:
     records: list[Recorded] = []
     original = _Constructed.__call__
 
-    def construct(cls: type, *args: object, **kwargs: object) -> object:
+    def construct(cls: _Constructed, *args: object, **kwargs: object) -> object:
         instance = original(cls, *args, **kwargs)
         record = Recorded(cls, args, kwargs, instance)
         records.append(record)
@@ -107,7 +117,7 @@ def _recorder(record: Recorded, method: str, bound: Callable) -> Callable:
     return call
 
 
-def charged_sigma(tree: object) -> float:
+def charged_sigma(tree: ContinualRelease) -> float:
     """The node σ a binary tree's charge pays for, from its cost and horizon alone: Δ·√(L/(2ρ)).
 
     L = ⌊log₂T⌋ + 1 and Δ the charged sensitivity (mechanisms/tree.py); computed
@@ -122,7 +132,11 @@ def charged_sigma(tree: object) -> float:
 
 def node_noise(record: Recorded) -> np.ndarray:
     """The node noises of a recorded binary tree's run over the charged σ (module docstring): N(0, 1) if as charged."""
+    from mechanisms.tree import ContinualRelease
+
     tree = record.instance
+    if not isinstance(tree, ContinualRelease):
+        raise TypeError(f"node noise is read from a recorded tree, got {record.cls.__name__}")
     sigma = charged_sigma(tree)
     leaves = [np.asarray(args[0], dtype=float) for method, args, _, _ in record.calls if method == "append"]
     values = [np.asarray(result.value, dtype=float) for method, _, _, result in record.calls if method == "append"]
@@ -173,7 +187,7 @@ class InSituReport:
         return "\n".join(lines)
 
 
-def _play(policy: object, horizon: int, d: int, rng: np.random.Generator, arms: int = 5) -> None:
+def _play(policy: Policy, horizon: int, d: int, rng: np.random.Generator, arms: int = 5) -> None:
     """A logistic bandit: fresh unit-norm arms each round, θ* of norm ½, Bernoulli rewards."""
     theta = rng.normal(size=d)
     theta *= 0.5 / np.linalg.norm(theta)
@@ -204,7 +218,7 @@ class InSituAudit:
     """
 
     def __init__(self, epsilon: float, delta: float = 0.01, *, policy: str = "joint", horizon: int = 400,
-                 policy_class: type | None = None, runs_per_row: int | None = None, preset: str | None = None,
+                 policy_class: type[Policy] | None = None, runs_per_row: int | None = None, preset: str | None = None,
                  name: str = "in-situ") -> None:
         if policy not in ("joint", "shuffle"):
             raise ValueError(f"policy must be 'joint' or 'shuffle', got {policy!r}")
@@ -218,11 +232,13 @@ class InSituAudit:
         self.policy_class, self.runs_per_row, self.name, self.preset = policy_class, runs_per_row, name, preset
         self.mechanism = policy_class.__name__
 
-    def _build(self, rng: np.random.Generator) -> object:
+    def _build(self, rng: np.random.Generator) -> Policy:
+        # The two policies' constructors take (ε, δ) differently: positional (joint), keywords (shuffle).
+        build: Callable[..., Policy] = self.policy_class
         if self.policy == "joint":
             preset = {} if self.preset is None else {"preset": self.preset}
-            return self.policy_class("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta, rng, **preset)
-        return self.policy_class("logistic", 2, self.horizon, 1.0, rng, epsilon=self.epsilon, delta=self.delta)
+            return build("logistic", 2, self.horizon, 1.0, self.epsilon, self.delta, rng, **preset)
+        return build("logistic", 2, self.horizon, 1.0, rng, epsilon=self.epsilon, delta=self.delta)
 
     def record(self, seed: int = 0) -> list[Recorded]:
         """One run of the policy under :func:`recording`; the mechanisms it built, in order."""
@@ -233,25 +249,25 @@ class InSituAudit:
             _play(policy, self.horizon, 2, env_rng)
         return records
 
-    def audits(self, records: list[Recorded]) -> list[tuple[str, object, int]]:
+    def audits(self, records: list[Recorded]) -> list[tuple[str, Audit, int]]:
         """(label, audit, runs) for every recorded mechanism that can be audited (module docstring)."""
         from mechanisms.optim.dpsgd import DPSGD
         from mechanisms.optim.shuffle_pgd import ShufflePGD
         from mechanisms.shuffle import ShuffleVectorSum
         from mechanisms.tree import ContinualRelease
 
-        out: list[tuple[str, object, int]] = []
-        seen: set = set()
-        vector_sums = [r for r in records if isinstance(r.instance, ShuffleVectorSum) and r.calls]
-        if vector_sums:
-            by_users = sorted(vector_sums, key=lambda r: r.instance.n_users)
-            vector_sums = [by_users[0]] + ([by_users[-1]] if len(by_users) > 1 else [])
+        out: list[tuple[str, Audit, int]] = []
+        seen: set[object] = set()
+        users = {id(r): r.instance.n_users for r in records if isinstance(r.instance, ShuffleVectorSum) and r.calls}
+        # The recorded vector sums with the fewest and the most users.
+        by_users = sorted(users, key=users.__getitem__)
+        vector_sums = {by_users[0], by_users[-1]} if by_users else set()
         for index, record in enumerate(records):
             mechanism = record.instance
             label = f"#{index} {record.cls.__name__}"
             if isinstance(mechanism, ContinualRelease):
                 out.append((label + f" {mechanism.shape}, T={mechanism.horizon}, Δ={mechanism.sensitivity:.4g}",
-                            self._tree_audit(record), self.runs_per_row or 50_000))
+                            self._tree_audit(record, mechanism), self.runs_per_row or 50_000))
             elif isinstance(mechanism, DPSGD):
                 for method, _args, kwargs, _ in record.calls:
                     key = (id(mechanism), kwargs.get("steps"), str(kwargs.get("cost")),
@@ -260,58 +276,55 @@ class InSituAudit:
                         continue
                     seen.add(key)
                     out.append((label + f" fit: {kwargs.get('steps')} steps, {kwargs.get('cost')}",
-                                self._dpsgd_audit(record, kwargs), self.runs_per_row or 50_000))
-            elif record in vector_sums:
-                out.append((label + f" n={mechanism.n_users}, {mechanism.shape}", self._vector_audit(record),
+                                self._dpsgd_audit(mechanism, kwargs), self.runs_per_row or 50_000))
+            elif isinstance(mechanism, ShuffleVectorSum) and id(record) in vector_sums:
+                out.append((label + f" n={mechanism.n_users}, {mechanism.shape}", self._vector_audit(mechanism),
                             self.runs_per_row or 10_000))
             elif isinstance(mechanism, ShufflePGD):
                 for method, args, kwargs, _ in record.calls:
                     if method == "fit" and kwargs.get("iterations", 1) >= 2 and "pgd" not in seen:
                         seen.add("pgd")
                         out.append((label + f" fit: T={kwargs['iterations']}, n={np.shape(args[0])[0]}",
-                                    self._pgd_audit(record, args, kwargs), self.runs_per_row or 5_000))
+                                    self._pgd_audit(mechanism, args, kwargs), self.runs_per_row or 5_000))
         return out
 
-    def _tree_audit(self, record: Recorded) -> object:
+    def _tree_audit(self, record: Recorded, tree: ContinualRelease) -> Audit:
         from audits.tree import TreeAudit
 
-        tree = record.instance
         if tree.relation != "replace_one":
             raise ValueError(f"in-situ tree audit supports relation 'replace_one', got {tree.relation!r}")
         audit = TreeAudit(None, 1e-5, horizon=tree.horizon, sensitivity=tree.sensitivity,
                           shape="matrix" if len(tree.shape) == 2 else "vector",
-                          psd=bool(record.kwargs.get("psd", False)), mechanism_class=record.cls, cost=tree.cost,
+                          psd=bool(record.kwargs.get("psd", False)), mechanism_class=type(tree), cost=tree.cost,
                           name="in-situ tree")
         # Equal to 1e-9 for a zCDP charge; a GDP charge's lattice σ is up to ~1e-5 above the continuous one.
         if not (audit._single.sigma <= tree.sigma * (1 + 1e-9) and math.isclose(audit._single.sigma, tree.sigma,
                                                                                rel_tol=1e-4)):
-            raise RuntimeError(f"re-instantiated {record.cls.__name__} has σ {audit._single.sigma!r}, the policy's "
+            raise RuntimeError(f"re-instantiated {type(tree).__name__} has σ {audit._single.sigma!r}, the policy's "
                                f"{tree.sigma!r}: the audit would not replicate it")
         return audit
 
-    def _dpsgd_audit(self, record: Recorded, kwargs: dict) -> object:
+    def _dpsgd_audit(self, optimiser: DPSGD, kwargs: dict[str, Any]) -> Audit:
         from audits.dpsgd import DPSGDAudit
 
-        optimiser = record.instance
         return DPSGDAudit(None, 1e-5, steps=int(kwargs["steps"]), engine=optimiser.engine,
-                          normalizer=kwargs.get("normalizer") is not None, mechanism_class=record.cls,
+                          normalizer=kwargs.get("normalizer") is not None, mechanism_class=type(optimiser),
                           cost=kwargs["cost"], name="in-situ dpsgd")
 
-    def _vector_audit(self, record: Recorded) -> object:
+    def _vector_audit(self, vector_sum: ShuffleVectorSum) -> Audit:
         from audits.shuffle_vector import ShuffleVectorSumAudit
 
-        vector_sum = record.instance
         return ShuffleVectorSumAudit(vector_sum.epsilon, vector_sum.delta, n_users=vector_sum.n_users,
-                                     d=vector_sum.shape[0], bound=vector_sum.bound, mechanism_class=record.cls,
+                                     d=vector_sum.shape[0], bound=vector_sum.bound, mechanism_class=type(vector_sum),
                                      name="in-situ vector sum")
 
-    def _pgd_audit(self, record: Recorded, args: tuple, kwargs: dict) -> object:
+    def _pgd_audit(self, pgd: ShufflePGD, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Audit:
         from audits.shuffle_vector import ShufflePGDAudit
 
         return ShufflePGDAudit(1.0, kwargs["delta"], n_users=int(np.shape(args[0])[0]),
-                               iterations=int(kwargs["iterations"]), clip=record.instance.clip,
+                               iterations=int(kwargs["iterations"]), clip=pgd.clip,
                                round_epsilon=float(kwargs["round_epsilon"]), round_delta=float(kwargs["round_delta"]),
-                               mechanism_class=record.cls, name="in-situ P_GD")
+                               mechanism_class=type(pgd), name="in-situ P_GD")
 
     def run(self, runs: int = 1, seed: int = 0, *, confidence: float = 0.95) -> InSituReport:
         """Record one run (``runs`` must be 1: the point is the run's own mechanisms) and audit each row."""

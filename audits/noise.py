@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accounting.validation import check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_epsilon, gdp_mu_for_epsilon
+
+if TYPE_CHECKING:
+    from accounting import ZCDP, Cost, Receipt
+    from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 
 __all__ = ["GaussianAudit", "LaplaceAudit", "gaussian_claim"]
 
@@ -40,7 +45,7 @@ def _check_delta(delta: object) -> float:
 _check_positive = check_positive
 
 
-def gaussian_claim(receipt: object, delta: float) -> Claim:
+def gaussian_claim(receipt: Receipt, delta: float) -> Claim:
     """Claim of a Gaussian-noise release charged ρ-zCDP: μ = √(2ρ), ε its exact Gaussian ε at δ.
 
     ρ-zCDP for Gaussian noise of sensitivity Δ and std σ means Δ/σ = √(2ρ),
@@ -48,15 +53,17 @@ def gaussian_claim(receipt: object, delta: float) -> Claim:
     ledger's own (ε, δ) for the charge (Canonne–Kamath–Steinke) is recorded
     beside it.
     """
-    from accounting import convert
+    from accounting import ZCDP, convert
 
+    if not isinstance(receipt.cost, ZCDP):
+        raise TypeError(f"a Gaussian claim is read from a zCDP charge, got {type(receipt.cost).__name__}")
     rho = float(receipt.cost.rho)
     mu = math.sqrt(2.0 * rho)
     return Claim(epsilon=gdp_epsilon(mu, delta), delta=delta, cost=str(receipt.cost), mu=mu,
                  ledger_epsilon=float(convert.zcdp_to_approx(rho, delta)))
 
 
-def as_zcdp(cost: object) -> object:
+def as_zcdp(cost: Cost) -> ZCDP:
     """A Gaussian release's cost as zCDP: ``ZCDP`` as is, ``GDP(μ)`` as ρ = μ²/2 (the same Δ/σ).
 
     For auditing a mechanism a policy charged in GDP: the audit rebuilds it on a
@@ -100,7 +107,7 @@ class GaussianAudit(Audit):
     statistics = ("noisy output",)
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, sensitivity: float = 1.0,
-                 mechanism_class: type | None = None, name: str = "gaussian") -> None:
+                 mechanism_class: type[GaussianMechanism] | None = None, name: str = "gaussian") -> None:
         from accounting import ZCDP
         from mechanisms.noise import GaussianMechanism
 
@@ -148,8 +155,8 @@ class LaplaceAudit(Audit):
     method = CLOPPER_PEARSON
     statistics = ("noisy output",)
 
-    def __init__(self, epsilon: float, *, sensitivity: float = 1.0, mechanism_class: type | None = None,
-                 name: str = "laplace") -> None:
+    def __init__(self, epsilon: float, *, sensitivity: float = 1.0,
+                 mechanism_class: type[LaplaceMechanism] | None = None, name: str = "laplace") -> None:
         from accounting import PureDP
         from mechanisms.noise import LaplaceMechanism
 
@@ -167,6 +174,8 @@ class LaplaceAudit(Audit):
 
     def claim(self) -> Claim:
         receipt = self._single.release(0.0, note="audit: claimed cost of one run").receipt
+        if not isinstance(receipt.cost, self._pure):
+            raise TypeError(f"a Laplace claim is read from a pure-DP charge, got {type(receipt.cost).__name__}")
         eps = float(receipt.cost.eps)
         return Claim(epsilon=eps, delta=0.0, cost=str(receipt.cost), ledger_epsilon=eps)
 

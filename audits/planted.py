@@ -29,6 +29,7 @@ import importlib
 import math
 from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from mechanisms.noise import GaussianMechanism, LaplaceMechanism
 from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
 from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 from mechanisms.optim.shuffle_pgd import ShufflePGD
+from mechanisms.release import Release
 from mechanisms.shuffle import ShuffleBitSum, ShuffleVectorSum
 from mechanisms.tree import BinaryTreeMechanism
 
@@ -91,7 +93,7 @@ def miscalibrated(module: str, name: str, factor: float, *, integer: bool = Fals
     ``integer`` rounds the scaled answer up to an int ≥ 1 (noise-bit counts).
     """
     def wrap(original: Callable) -> Callable:
-        def scaled(*args: object, **kwargs: object) -> object:
+        def scaled(*args: Any, **kwargs: Any) -> object:
             value = original(*args, **kwargs)
             return max(1, math.ceil(value * factor)) if integer else value * factor
         return scaled
@@ -101,14 +103,14 @@ def miscalibrated(module: str, name: str, factor: float, *, integer: bool = Fals
 class HalvedSensitivityGaussian(GaussianMechanism):
     """Bug: calibrates σ (and its charge) for Δ/2 while the statistic moves by Δ."""
 
-    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: object) -> None:
+    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
         super().__init__(account, sensitivity / 2, rng, **kwargs)
 
 
 class HalvedSensitivityLaplace(LaplaceMechanism):
     """Bug: calibrates the Laplace scale for Δ/2 while the statistic moves by Δ."""
 
-    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: object) -> None:
+    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
         super().__init__(account, sensitivity / 2, rng, **kwargs)
 
 
@@ -152,7 +154,7 @@ class AddRemoveNoiseDPSGD(DPSGD):
     (``"opacus"``, ``"vectorised"``) draw their noise from the plan's σ.
     """
 
-    def plan(self, n: int, **kwargs: object) -> DPSGDPlan:
+    def plan(self, n: int, **kwargs: Any) -> DPSGDPlan:
         correct = super().plan(n, **kwargs)
         return dataclasses.replace(correct, noise_multiplier=correct.noise_multiplier / 2,
                                    sigma=correct.sigma / 2)
@@ -169,7 +171,7 @@ class UnsampledPoissonDPSGD(PoissonDPSGD):
 class HalvedScaleGeometricMean(GeometricBatchMean):
     """Bug: each batch charged ``PureDP(ε)`` but noised at half the scale (its noise lattice built for 2ε)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         def wrap(lattice: Callable) -> Callable:
             def doubled(epsilon: Fraction, scale: float, *rest: object) -> object:
                 return lattice(2 * epsilon, scale / 2, *rest)
@@ -196,7 +198,7 @@ class ReusedSampleGeometricMean(GeometricBatchMean):
 class QuarterGammaBitSum(ShuffleBitSum):
     """Bug: charges the calibrated (ε, δ) but randomizes with probability γ/4."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         with miscalibrated("mechanisms.shuffle", "calibrate_bitsum_gamma", 0.25):
             super().__init__(*args, **kwargs)
 
@@ -204,7 +206,7 @@ class QuarterGammaBitSum(ShuffleBitSum):
 class NearlyNoiselessBitSum(ShuffleBitSum):
     """Bug: charges the calibrated (ε, δ) but randomizes with probability 10⁻⁹γ (the raw sum, nearly always)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         with miscalibrated("mechanisms.shuffle", "calibrate_bitsum_gamma", 1e-9):
             super().__init__(*args, **kwargs)
 
@@ -212,7 +214,7 @@ class NearlyNoiselessBitSum(ShuffleBitSum):
 class QuarterNoiseBitsVectorSum(ShuffleVectorSum):
     """Bug: charges the calibrated (ε, δ) but sends a quarter of the fair noise bits (noise sd halved)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         with miscalibrated("mechanisms.shuffle", "calibrate_noise_bits", 0.25, integer=True):
             super().__init__(*args, **kwargs)
 
@@ -223,7 +225,7 @@ class QuarterNoiseBitsPGD(ShufflePGD):
     Not refutable through P_GD's output at T = 2 (audits.shuffle_vector): kept to measure that.
     """
 
-    def fit(self, *args: object, **kwargs: object) -> object:
+    def fit(self, *args: Any, **kwargs: Any) -> Release:
         with miscalibrated("mechanisms.optim.shuffle_pgd", "calibrate_noise_bits", 0.25, integer=True):
             return super().fit(*args, **kwargs)
 
@@ -231,7 +233,7 @@ class QuarterNoiseBitsPGD(ShufflePGD):
 class NoiselessPGD(ShufflePGD):
     """Bug: charges the PLD-composed (ε, δ) of its rounds but each round sends one noise bit per user."""
 
-    def fit(self, *args: object, **kwargs: object) -> object:
+    def fit(self, *args: Any, **kwargs: Any) -> Release:
         with miscalibrated("mechanisms.optim.shuffle_pgd", "calibrate_noise_bits", 0.0, integer=True):
             return super().fit(*args, **kwargs)
 
@@ -244,7 +246,7 @@ def identity_shuffler(messages: np.ndarray, rng: np.random.Generator) -> np.ndar
 class ExactGramDesign(TreeDesign):
     """Bug: feeds (and pays for) the binary tree, but hands the policy λI + the exact Σ leaves."""
 
-    def __init__(self, tree: object, lam: float) -> None:
+    def __init__(self, tree: BinaryTreeMechanism, lam: float) -> None:
         super().__init__(tree, lam)
         self._exact = self._lam_eye.copy()
 
@@ -260,8 +262,10 @@ class ExactGramDesign(TreeDesign):
 class ExactGramBandit(JointDPGLMBandit):
     """Bug: the joint-DP bandit deciding (Criterion II, UCB widths) from the exact Gram matrix H."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if not isinstance(self.design_h, TreeDesign):
+            raise TypeError(f"the joint-DP bandit's H is a TreeDesign, got {type(self.design_h).__name__}")
         self.design_h = ExactGramDesign(self.design_h.tree, self.params.lam_h)
 
 
@@ -273,10 +277,10 @@ class HalvedHTreeBandit(JointDPGLMBandit):
     that tree is a :class:`HalvedNoiseTree` and the V-tree is left correct.
     """
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        def wrap(original: type) -> Callable:
-            def tree(account: object, horizon: int, shape: object, sensitivity: float, *rest: object,
-                     **tree_kwargs: object) -> BinaryTreeMechanism:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        def wrap(original: Callable[..., BinaryTreeMechanism]) -> Callable[..., BinaryTreeMechanism]:
+            def tree(account: object, horizon: int, shape: object, sensitivity: float, *rest: Any,
+                     **tree_kwargs: Any) -> BinaryTreeMechanism:
                 cls = HalvedNoiseTree if sensitivity < math.sqrt(2) else original
                 return cls(account, horizon, shape, sensitivity, *rest, **tree_kwargs)
             return tree

@@ -17,21 +17,27 @@ not tight).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accounting import ApproxDP, Ledger
 from accounting.validation import check_positive, check_probability
 from audits.base import CLOPPER_PEARSON, Audit, Claim
 from audits.bounds import gdp_mu_for_epsilon
 from audits.dpsgd import linear_loss
 
+if TYPE_CHECKING:
+    from accounting import Account
+    from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
+    from mechanisms.release import Release
+
 __all__ = ["PoissonDPSGDAudit"]
 
 
-def _add_remove_account():
-    from accounting import ApproxDP, Ledger
-
-    return Ledger(ApproxDP(10**12, 0.5), relation="add_remove").root
+def _add_remove_account() -> Account:
+    return Ledger(ApproxDP(Fraction(10**12), Fraction(1, 2)), relation="add_remove").root
 
 
 class PoissonDPSGDAudit(Audit):
@@ -55,7 +61,7 @@ class PoissonDPSGDAudit(Audit):
     statistics = ("last iterate along the canary",)
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, steps: int = 3, sample_rate: float = 0.2,
-                 mechanism_class: type | None = None, name: str = "dpsgd-poisson") -> None:
+                 mechanism_class: type[PoissonDPSGD] | None = None, name: str = "dpsgd-poisson") -> None:
         from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 
         self.epsilon = check_positive("epsilon", epsilon)
@@ -70,7 +76,7 @@ class PoissonDPSGDAudit(Audit):
                 "sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier,
                 "mechanism_class": self.mechanism_class.__name__}
 
-    def _fit(self, rng: np.random.Generator, canaries: int, width: int, delta: float) -> object:
+    def _fit(self, rng: np.random.Generator, canaries: int, width: int, delta: float) -> Release:
         from mechanisms.optim import BallProjection
 
         optimiser = self.mechanism_class(_add_remove_account(), linear_loss, rng, clip=1.0)
@@ -81,6 +87,8 @@ class PoissonDPSGDAudit(Audit):
 
     def claim(self) -> Claim:
         receipt = self._fit(np.random.default_rng(0), 1, 1, self.delta).receipt
+        if not isinstance(receipt.charged, ApproxDP):
+            raise TypeError(f"Poisson DP-SGD charges approximate DP, got {type(receipt.charged).__name__}")
         eps = float(receipt.charged.eps)
         return Claim(epsilon=eps, delta=self.delta, cost=str(receipt.charged), ledger_epsilon=eps)
 

@@ -37,17 +37,18 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accounting.validation import check_int, check_positive, check_probability
 from audits.base import GAUSSIAN_DP, Audit, Claim, huge_budget_account
 from audits.bounds import gdp_mu_for_epsilon
-from audits.noise import (
-    _same_noise,
-    as_zcdp,
-    gaussian_claim,
-)
+from audits.noise import _same_noise, as_zcdp, gaussian_claim
+
+if TYPE_CHECKING:
+    from accounting import GDP, ZCDP, Account
+    from mechanisms.tree import ContinualRelease
 
 __all__ = ["TreeAudit", "factorization_weights"]
 
@@ -95,7 +96,8 @@ class TreeAudit(Audit):
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-5, *, horizon: int = 128,
                  sensitivity: float = 1.0, shape: str = "vector", psd: bool = True,
-                 mechanism_class: type | None = None, cost: object = None, name: str = "tree") -> None:
+                 mechanism_class: type[ContinualRelease] | None = None, cost: ZCDP | GDP | None = None,
+                 name: str = "tree") -> None:
         from accounting import ZCDP
         from mechanisms.factorization import SquareRootFactorizationMechanism
         from mechanisms.tree import BinaryTreeMechanism
@@ -110,24 +112,28 @@ class TreeAudit(Audit):
         self.factorization = issubclass(self.mechanism_class, SquareRootFactorizationMechanism)
         self.mechanism = "SquareRootFactorizationMechanism" if self.factorization else "BinaryTreeMechanism"
         self.name = name
+        self.epsilon: float | None
         if cost is None:
             self.epsilon = check_positive("epsilon", epsilon)
             self.rho = Fraction(gdp_mu_for_epsilon(self.epsilon, self.delta) ** 2 / 2)
         else:
             self.rho, self.epsilon = Fraction(as_zcdp(cost).rho), None
         self._zcdp = ZCDP
-        self._single = self._counter(huge_budget_account("zcdp"), 1, np.random.default_rng(0))
-        if self.factorization:
-            self._weights = factorization_weights(self._single.coefficients)
-            self._times = np.arange(1, horizon + 1)
+        self._single = single = self._counter(huge_budget_account("zcdp"), 1, np.random.default_rng(0))
+        if isinstance(single, SquareRootFactorizationMechanism):
+            self._weights = factorization_weights(single.coefficients)
+            self._times, nodes = np.arange(1, horizon + 1), horizon
+        elif isinstance(single, BinaryTreeMechanism):
+            self._times, nodes = 2 ** np.arange(horizon.bit_length()), single.depth
         else:
-            self._times = 2 ** np.arange(horizon.bit_length())
+            raise TypeError("mechanism_class must be a BinaryTreeMechanism or SquareRootFactorizationMechanism "
+                            f"(or a subclass), got {self.mechanism_class.__name__}")
         self.statistics = (("wᵀy (LR of the factorization)",) if self.factorization
                            else ("sum of y_t at t = 2^j",))
-        width = (1 if shape == "vector" else 4) * (horizon if self.factorization else self._single.depth)
+        width = (1 if shape == "vector" else 4) * nodes
         self.chunk = max(1000, 20_000_000 // width)
 
-    def _counter(self, account: object, scale: int, rng: np.random.Generator) -> object:
+    def _counter(self, account: Account, scale: int, rng: np.random.Generator) -> ContinualRelease:
         """The audited counter for ``scale`` runs (sensitivity Δ·√runs, cost ρ·runs)."""
         factor = math.sqrt(scale) if self.shape == "vector" else math.isqrt(scale)
         shape = (scale,) if self.shape == "vector" else (2 * factor, 2 * factor)
