@@ -14,10 +14,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Union
 
 #: A command is a leaf (module path) or a group of named sub-commands.
-Command = Union[str, tuple[tuple[str, "Command", str], ...]]
+Command = str | tuple[tuple[str, "Command", str], ...]
 
 REPRODUCE: tuple[tuple[str, Command, str], ...] = (
     ("table2", "dpglm.experiments.table2", "paper 1, Table 2: probit, d=3, K=20, T=5000"),

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accounting.validation import check_int, check_positive, check_probability
+
+if TYPE_CHECKING:
+    from dpglm.policies import RunRecord
+
+#: The demo's instance: probit, d = 3, K = 20 (paper §8 setting, shorter horizon).
+D, N_ARMS = 3, 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,75 +39,81 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
 
 
-def run(args: argparse.Namespace) -> int:
-    import math
+def _check(args: argparse.Namespace) -> None:
+    """Every user error before any work (one line, naming the flag)."""
+    check_int("--horizon", args.horizon)
+    check_positive("--epsilon", args.epsilon)
+    check_probability("--delta", args.delta)
+    check_positive("--S", args.S)
+    check_int("--seed", args.seed, 0)
 
-    if args.horizon < 1:
-        raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
-    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise ValueError(f"--epsilon must be a finite number > 0, got {args.epsilon}")
-    if not 0 < args.delta < 1:
-        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
-    if not (math.isfinite(args.S) and args.S > 0):
-        raise ValueError(f"--S must be a finite number > 0, got {args.S}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+
+def _play(args: argparse.Namespace) -> tuple[Any, Any, dict[str, RunRecord]]:
+    """The environment, the private policy and both runs, built and played through the policy registry."""
     import numpy as np
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from dpglm.envs import StochasticContextEnv
-    from dpglm.experiments.results import strict_json
-    from dpglm.policies import run_policy_record
-    from dpglm.policies.joint_dp import JointDPGLMBandit
-    from dpglm.policies.rarely_switching import RSGLinUCB
+    from dpglm.experiments.cells import Instance
+    from dpglm.experiments.registry import Request, entry, play
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    d, n_arms = 3, 20
+    instance = Instance("probit", D, N_ARMS, args.S, args.horizon)
     env_seed, policy_seed = np.random.SeedSequence(args.seed).spawn(2)
-    env = StochasticContextEnv("probit", d, n_arms, args.S, args.horizon, np.random.default_rng(env_seed))
-    private = JointDPGLMBandit(
-        "probit", d, args.horizon, args.S, args.epsilon, args.delta,
-        np.random.default_rng(policy_seed), preset=args.preset,
-    )
-    records = {
-        "Private-GLM": run_policy_record(private, env),
-        "RS-GLinUCB": run_policy_record(RSGLinUCB("probit", d, args.horizon, args.S, delta=args.delta), env),
-    }
+    env = StochasticContextEnv("probit", D, N_ARMS, args.S, args.horizon, np.random.default_rng(env_seed))
+    rng = np.random.default_rng(policy_seed)
+    records = {}
+    private = None
+    for name, epsilon, options in (("Private-GLM", args.epsilon, {"preset": args.preset}),
+                                   ("RS-GLinUCB", math.inf, {})):
+        policy = entry(name).build(Request(instance, epsilon, args.delta, rng, env, options))
+        records[name] = play(name, policy, env)
+        private = policy if private is None else private
+    return env, private, records
+
+
+def _report(args: argparse.Namespace, env: Any, private: Any, records: dict[str, RunRecord]) -> None:
+    """Regret, how often each criterion fired, and the ledger report, on stdout."""
     guarantee = private.ledger.guarantee()
     print(
-        f"probit, d={d}, K={n_arms}, T={args.horizon}, S={args.S} (κ={env.kappa:.1f}), "
+        f"probit, d={D}, K={N_ARMS}, T={args.horizon}, S={args.S} (κ={env.kappa:.1f}), "
         f"ε={args.epsilon}, δ={args.delta}, preset={args.preset}"
     )
     for name, rec in records.items():
         print(f"{name:12s} cumulative regret {rec.regret[-1]:8.1f}   ({rec.seconds:.2f} s)")
-    counts = records["Private-GLM"].diagnostics
     print(
         "criteria: Criterion I (exploration) fired {criterion_I}×, Criterion II (switch) {criterion_II}×; "
-        "refits θ̂_o {refits_o} (+{refused_o} refused), θ̂_τ {refits_tau} (+{refused_tau} refused)".format(**counts)
+        "refits θ̂_o {refits_o} (+{refused_o} refused), θ̂_τ {refits_tau} (+{refused_tau} refused)".format(
+            **records["Private-GLM"].diagnostics)
     )
     print()
     print(private.ledger.report())
-    print(f"\ntotal guarantee: ε={float(guarantee.eps):.4f}, δ={float(guarantee.delta):.4g} "
+    print(f"\ntotal guarantee: ε={float(guarantee.eps):.4f}, δ={float(getattr(guarantee, 'delta', 0)):.4g} "
           f"(asked ε={args.epsilon}, δ={args.delta})")
+
+
+def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: dict[str, RunRecord]) -> None:
+    """``regret.csv``, ``summary.json`` (with the ledger) and ``regret.png`` in ``out``."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpglm.experiments.results import strict_json
 
     rounds = np.arange(1, args.horizon + 1)
     with open(out / "regret.csv", "w") as fh:
         fh.write("t," + ",".join(records) + "\n")
         for i, t in enumerate(rounds):
             fh.write(f"{t}," + ",".join(f"{rec.regret[i]:.6f}" for rec in records.values()) + "\n")
+    guarantee = private.ledger.guarantee()
     summary = {
-        "setting": {"family": "probit", "d": d, "K": n_arms, "horizon": args.horizon, "S": args.S,
+        "setting": {"family": "probit", "d": D, "K": N_ARMS, "horizon": args.horizon, "S": args.S,
                     "kappa": env.kappa, "epsilon": args.epsilon, "delta": args.delta,
                     "preset": args.preset, "seed": args.seed},
         "final_regret": {name: float(rec.regret[-1]) for name, rec in records.items()},
         "seconds": {name: rec.seconds for name, rec in records.items()},
-        "criteria": counts,
-        "guarantee": {"epsilon": float(guarantee.eps), "delta": float(guarantee.delta)},
+        "criteria": records["Private-GLM"].diagnostics,
+        "guarantee": {"epsilon": float(guarantee.eps), "delta": float(getattr(guarantee, "delta", 0))},
         "parameters": private.params.as_dict(),
         "ledger": json.loads(private.ledger.to_json()),
     }
@@ -107,10 +123,20 @@ def run(args: argparse.Namespace) -> int:
         ax.plot(rounds, rec.regret, label=name)
     ax.set_xlabel("round t")
     ax.set_ylabel("cumulative regret")
-    ax.set_title(f"probit d={d}, K={n_arms}, S={args.S}, ε={args.epsilon}, δ={args.delta}")
+    ax.set_title(f"probit d={D}, K={N_ARMS}, S={args.S}, ε={args.epsilon}, δ={args.delta}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "regret.png", dpi=120)
     plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Play both policies, print the report, save the files."""
+    _check(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env, private, records = _play(args)
+    _report(args, env, private, records)
+    _save(args, out, env, private, records)
     print(f"\nsaved {out / 'regret.png'}, {out / 'regret.csv'}, {out / 'summary.json'}")
     return 0

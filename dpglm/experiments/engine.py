@@ -277,7 +277,7 @@ class Engine:
                 self.pids.add(pid)
                 yield index, result
             if broken:
-                for future, index in list(pending.items()):
+                for index in list(pending.values()):
                     self._retry_or_record(index, attempts, queue, RuntimeError("worker lost"))
                 pending.clear()
                 self._local_pool(restart=True)

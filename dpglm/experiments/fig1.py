@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(args.panels), figsize=(6.5 * len(args.panels), 4.8), squeeze=False)
     summary = {}
-    for letter, ax, panel in zip("abcd", axes[0], args.panels):
+    for letter, ax, panel in zip("abcd", axes[0], args.panels, strict=False):
         csv_path = table_path(out / f"fig1_{panel}", args.format)
         if args.replot:
             if not csv_path.exists():
@@ -170,8 +170,8 @@ def run(args: argparse.Namespace) -> int:
             c = panel_curves[label]
             style = curve_style(label, epsilons)
             ax.plot(c["t"], c["mean"], linewidth=1.8, label=f"{label}  ({c['mean'][-1]:.0f})", **style)
-            ax.fill_between(c["t"], [m - s for m, s in zip(c["mean"], c["se"])],
-                            [m + s for m, s in zip(c["mean"], c["se"])], color=style["color"],
+            ax.fill_between(c["t"], [m - s for m, s in zip(c["mean"], c["se"], strict=True)],
+                            [m + s for m, s in zip(c["mean"], c["se"], strict=True)], color=style["color"],
                             alpha=0.2, linewidth=0)
             print(f"  {label:<22} regret at T: {c['mean'][-1]:8.1f} ± {c['se'][-1]:.1f}")
         ax.set_title(f"({letter}) {panel}, d={spec['d']}, S={spec['S']}, K=20, T={horizon}")

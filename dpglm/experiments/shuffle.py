@@ -4,7 +4,7 @@ Grid (issue 5): probit (S = 3) and logistic (S = 3.5) rewards, d ∈ {3, 5}, K =
 uniform in the unit ball, T ∈ {5000, 20000}, ε ∈ {2, 4, 8}, δ = 0.02; algorithms
 ``ShuffleDP-GLM`` (:class:`dpglm.policies.batched.ShuffleDPGLMBandit`), the non-private
 ``B-GLinCB`` on the same schedule, ``RS-GLinUCB`` and the joint-DP ``Private-GLM``
-(paper Alg. 2, ``tight`` preset). Seeds follow :class:`dpglm.experiments.sweep.Cell`
+(paper Alg. 2, ``tight`` preset). Seeds follow :class:`dpglm.experiments.cells.Cell`
 (the environment of an (instance, seed) is shared by every algorithm and ε).
 
 Outputs in ``--out``: ``shuffle_runs.csv`` (one row per run and recorded round: algorithm,
@@ -20,14 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from accounting.validation import check_int, check_positive
+from dpglm.experiments.cells import Cell, Instance
+from dpglm.experiments.registry import REGISTRY
+
 FAMILIES = {"probit": 3.0, "logistic": 3.5}
 ALGORITHMS = ("ShuffleDP-GLM", "B-GLinCB", "RS-GLinUCB", "Private-GLM")
-PRIVATE = ("ShuffleDP-GLM", "Private-GLM")
+PRIVATE = tuple(a for a in ALGORITHMS if REGISTRY[a].private)
 COLUMNS = ("algorithm", "epsilon", "delta", "family", "d", "K", "horizon", "S", "seed", "t", "regret", "seconds",
            "guarantee_epsilon", "guarantee_delta", "batch_lengths")
 DELTA = 0.02
@@ -66,21 +69,17 @@ def _setting(args: argparse.Namespace, name: str) -> Any:
     return given if given is not None else (QUICK if args.quick else FULL)[name]
 
 
-def build_cells(args: argparse.Namespace) -> list:
-    """Every run, as :class:`dpglm.experiments.sweep.Cell` (for its seeding convention)."""
-    from dpglm.experiments.sweep import Cell, Instance
-
+def build_cells(args: argparse.Namespace) -> list[Cell]:
+    """Every run, as :class:`dpglm.experiments.cells.Cell` (for its seeding convention)."""
     families, dims, horizons, epsilons, runs, algorithms = (
         _setting(args, name) for name in ("families", "dims", "horizons", "epsilons", "runs", "algorithms"))
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"--runs must be an int >= 1, got {runs!r}")
+    check_int("--runs", runs)
     for name, values in (("--dims", dims), ("--horizons", horizons)):
-        if any(isinstance(v, bool) or v < 1 for v in values):
-            raise ValueError(f"{name} must be ints >= 1, got {values}")
-    if any(not (math.isfinite(e) and e > 0) for e in epsilons):
-        raise ValueError(f"--epsilons must be finite numbers > 0, got {epsilons}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+        for value in values:
+            check_int(name, value)
+    for eps in epsilons:
+        check_positive("--epsilons", eps)
+    check_int("--seed", args.seed, 0)
     cells = []
     for family in families:
         for d in dims:
@@ -119,44 +118,12 @@ def _ledger_record(policy: Any, cell: Any) -> dict[str, Any]:
     return record
 
 
-def run_cell(cell: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """One run: its rows and (private runs) its ledger record."""
-    import numpy as np
+def run_cell(cell: Cell) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One run (:func:`dpglm.experiments.registry.play_cell`): its rows and (private runs) its ledger record."""
+    from dpglm.experiments.registry import entry, play_cell
 
-    from dpglm.envs import StochasticContextEnv
-    from dpglm.experiments.sweep import build_policy
-    from dpglm.policies import run_policy_record
-    from dpglm.policies.batched import BGLinCB, ShuffleDPGLMBandit, run_batched_policy
-
-    inst = cell.instance
-    env = StochasticContextEnv(inst.family, inst.d, inst.n_arms, inst.S, inst.horizon,
-                               np.random.default_rng(cell.env_seed()))
-    policy_rng = np.random.default_rng(cell.policy_seed())
-    start = time.process_time()
-    if cell.algorithm == "ShuffleDP-GLM":
-        policy = ShuffleDPGLMBandit(inst.family, inst.d, inst.horizon, inst.S, policy_rng, epsilon=cell.epsilon,
-                                    delta=cell.delta)
-        record = run_batched_policy(policy, env)
-    elif cell.algorithm == "B-GLinCB":
-        policy = BGLinCB(inst.family, inst.d, inst.horizon, inst.S, policy_rng, delta=cell.delta)
-        record = run_batched_policy(policy, env)
-    else:
-        policy = build_policy(cell, env)
-        record = run_policy_record(policy, env)
-    seconds = time.process_time() - start
-    private = cell.algorithm in PRIVATE
-    ledger = _ledger_record(policy, cell) if private else None
-    base = {
-        "algorithm": cell.algorithm, "epsilon": cell.epsilon, "delta": cell.delta, "family": inst.family,
-        "d": inst.d, "K": inst.n_arms, "horizon": inst.horizon, "S": inst.S, "seed": cell.seed, "seconds": seconds,
-        "guarantee_epsilon": ledger["guaranteed"]["epsilon"] if private else "",
-        "guarantee_delta": ledger["guaranteed"]["delta"] if private else "",
-        "batch_lengths": " ".join(map(str, policy.schedule.lengths)) if hasattr(policy, "schedule") else "",
-    }
-    ts = list(range(cell.record_every, inst.horizon + 1, cell.record_every))
-    if not ts or ts[-1] != inst.horizon:
-        ts.append(inst.horizon)
-    return [{**base, "t": t, "regret": float(record.regret[t - 1])} for t in ts], ledger
+    run = play_cell(cell)
+    return run.rows(COLUMNS), (_ledger_record(run.policy, cell) if entry(cell.algorithm).private else None)
 
 
 def _run_name(cell: Any) -> str:
@@ -197,7 +164,8 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves: dict[tuple, dict[tuple, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    curves: dict[tuple[str, int], dict[tuple[int, str], dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     for row in rows:
         label = row["algorithm"] if math.isinf(row["epsilon"]) else f"{row['algorithm']} ε={row['epsilon']:g}"
         curves[(row["family"], row["d"])][(row["horizon"], label)][row["t"]].append(row["regret"])
@@ -205,7 +173,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     for (family, d), by_curve in sorted(curves.items()):
         horizons = sorted({T for T, _ in by_curve})
         fig, axes = plt.subplots(1, len(horizons), figsize=(6 * len(horizons), 4.5), squeeze=False)
-        for ax, T in zip(axes[0], horizons):
+        for ax, T in zip(axes[0], horizons, strict=True):
             for (T2, label), points in sorted(by_curve.items()):
                 if T2 != T:
                     continue

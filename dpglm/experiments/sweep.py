@@ -27,15 +27,14 @@ import contextlib
 import csv
 import math
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-import numpy as np
-
-from dpglm.experiments.seeds import cell_key, cell_seed
+from accounting.validation import check_int, check_probability
+from dpglm.experiments.cells import Cell, Instance, split_label
+from dpglm.experiments.registry import REGISTRY, build_policy, play_cell
 
 __all__ = [
     "Instance",
@@ -58,28 +57,10 @@ COLUMNS = (
     "guarantee_epsilon", "guarantee_delta", "seconds",
 )
 
-PRIVATE_ALGORITHMS = ("Private-GLM",)
-ALGORITHMS = ("Private-GLM", "RS-GLinUCB", "GLOC", "GLM-UCB", "ECOLog")
-
-
-@dataclass(frozen=True)
-class Instance:
-    """A stochastic-context GLM problem (paper §8): θ* on the sphere of radius S, K arms
-    uniform in the unit ball each round."""
-
-    family: str
-    d: int
-    n_arms: int
-    S: float
-    horizon: int
-
-    def __post_init__(self) -> None:
-        for name in ("d", "n_arms", "horizon"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if not (math.isfinite(self.S) and self.S > 0):
-            raise ValueError(f"S must be a finite number > 0, got {self.S!r}")
+#: Every algorithm a sweep can run: the registry's (:mod:`dpglm.experiments.registry`).
+ALGORITHMS = tuple(REGISTRY)
+#: Those charged to a ledger at each swept ε.
+PRIVATE_ALGORITHMS = tuple(name for name, spec in REGISTRY.items() if spec.private)
 
 
 @dataclass(frozen=True)
@@ -122,14 +103,11 @@ class Sweep:
             raise ValueError("instances must not be empty")
         if any(not (math.isfinite(e) and e > 0) for e in self.epsilons):
             raise ValueError(f"epsilons must be finite numbers > 0, got {self.epsilons}")
-        if not self.epsilons and any(a in PRIVATE_ALGORITHMS for a in self.algorithms):
+        if not self.epsilons and any(split_label(a)[0] in PRIVATE_ALGORITHMS for a in self.algorithms):
             raise ValueError("epsilons must not be empty when a private algorithm is swept")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"seeds must be an int >= 1, got {self.seeds!r}")
-        if isinstance(self.record_every, bool) or not isinstance(self.record_every, int) or self.record_every < 1:
-            raise ValueError(f"record_every must be an int >= 1, got {self.record_every!r}")
+        check_probability("delta", self.delta)
+        check_int("seeds", self.seeds)
+        check_int("record_every", self.record_every)
 
     def cells(self) -> list[Cell]:
         """Every run of the sweep, in a fixed order."""
@@ -148,127 +126,17 @@ class Sweep:
         return out
 
 
-def split_label(label: str) -> tuple[str, str]:
-    """``"Private-GLM:calibrated"`` → ``("Private-GLM", "calibrated")``; no colon → preset ``""``."""
-    if not isinstance(label, str):
-        raise TypeError(f"algorithm labels must be str, got {type(label).__name__}")
-    name, _, preset = label.partition(":")
-    return name, preset
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run: an algorithm (label) on one instance at one ε with one seed."""
-
-    label: str
-    instance: Instance
-    epsilon: float
-    delta: float
-    seed: int
-    root_seed: int
-    record_every: int
-    options: dict[str, Any]
-
-    @property
-    def algorithm(self) -> str:
-        return split_label(self.label)[0]
-
-    def _instance_key(self) -> tuple:
-        inst = self.instance
-        return (inst.family, int(inst.d), int(inst.n_arms), float(inst.S), int(inst.horizon))
-
-    def env_seed(self) -> np.random.SeedSequence:
-        """The environment's seed: the instance and the seed index only (common random numbers)."""
-        return cell_seed(self.root_seed, "environment", *self._instance_key(), self.seed)
-
-    def policy_seed(self) -> np.random.SeedSequence:
-        """The policy's seed: a hash of everything the cell is (:mod:`dpglm.experiments.seeds`)."""
-        return cell_seed(self.root_seed, "policy", *self._instance_key(), self.seed, self.label,
-                         float(self.epsilon), float(self.delta), self.options)
-
-    def key(self) -> str:
-        """A stable name of everything that determines the cell's rows: what the resume manifest records."""
-        inst = self.instance
-        words = cell_key("cell", self.root_seed, self.record_every, *self._instance_key(), self.seed, self.label,
-                         float(self.epsilon), float(self.delta), self.options)
-        return f"{self.label}|{inst.family}|{inst.horizon}|{self.seed}|" + "".join(f"{w:08x}" for w in words)
-
-
-def build_policy(cell: Cell, env: Any) -> Any:
-    """The policy of a cell. Non-private baselines GLOC and GLM-UCB get the oracle κ of
-    the run's contexts, as in the paper's simulations; the rarely-switching ones use the
-    public bound from S."""
-    from dpglm.policies import ECOLog, GLMUCB, GLOC
-    from dpglm.policies.rarely_switching import RSGLinUCB
-
-    inst, opts = cell.instance, cell.options
-    if cell.algorithm == "Private-GLM":
-        from dpglm.policies.joint_dp import JointDPGLMBandit
-
-        return JointDPGLMBandit(inst.family, inst.d, inst.horizon, inst.S, cell.epsilon, cell.delta,
-                                np.random.default_rng(cell.policy_seed()), **opts)
-    if cell.algorithm == "RS-GLinUCB":
-        return RSGLinUCB(inst.family, inst.d, inst.horizon, inst.S, delta=cell.delta, **opts)
-    if cell.algorithm == "GLOC":
-        return GLOC(inst.family, inst.d, S=inst.S, delta=cell.delta, kappa=env.kappa,
-                    **{"preset": "paper-simulation", **opts})
-    if cell.algorithm == "GLM-UCB":
-        return GLMUCB(inst.family, inst.d, horizon=inst.horizon, delta=cell.delta, kappa=env.kappa, **opts)
-    if cell.algorithm == "ECOLog":
-        return ECOLog(inst.family, inst.d, S=inst.S, delta=cell.delta, **opts)
-    raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {cell.algorithm!r}")
-
-
 def run_cell(cell: Cell) -> list[dict[str, Any]]:
-    """Run one cell; its rows of the tidy table."""
-    from dpglm.envs import StochasticContextEnv
-    from dpglm.policies import run_policy_record
-
-    inst = cell.instance
-    env = StochasticContextEnv(inst.family, inst.d, inst.n_arms, inst.S, inst.horizon,
-                               np.random.default_rng(cell.env_seed()))
-    policy = build_policy(cell, env)
-    start = time.process_time()
-    record = run_policy_record(policy, env)
-    seconds = time.process_time() - start
-    diag = record.diagnostics
-    ts = list(range(cell.record_every, inst.horizon + 1, cell.record_every))
-    if not ts or ts[-1] != inst.horizon:
-        ts.append(inst.horizon)
-    private = cell.algorithm in PRIVATE_ALGORITHMS
-    base = {
-        "algorithm": cell.algorithm,
-        "preset": getattr(policy, "preset", ""),
-        "epsilon": cell.epsilon,
-        "delta": cell.delta,
-        "family": inst.family,
-        "d": inst.d,
-        "K": inst.n_arms,
-        "horizon": inst.horizon,
-        "S": inst.S,
-        "kappa": env.kappa,
-        "seed": cell.seed,
-        **{k: diag.get(k, "") for k in ("criterion_I", "criterion_II", "refits_o", "refits_tau",
-                                         "refused_o", "refused_tau")},
-        "guarantee_epsilon": diag.get("guarantee_epsilon", "") if private else "",
-        "guarantee_delta": diag.get("guarantee_delta", "") if private else "",
-        "seconds": seconds,
-    }
-    return [{**base, "t": t, "regret": float(record.regret[t - 1])} for t in ts]
-
-
-#: CPU seconds per round of each algorithm at d = 3, K = 20, as measured on a full Table 2
-#: (used only to group cells into tasks of about a second: a wrong guess changes speed, never
-#: a number).
-PER_ROUND_SECONDS = {"Private-GLM": 1.1e-4, "RS-GLinUCB": 4e-5, "GLOC": 4e-5, "GLM-UCB": 2.2e-4, "ECOLog": 1.5e-4,
-                     "ShuffleDP-GLM": 1e-4, "B-GLinCB": 1e-4}
+    """Run one cell (:func:`dpglm.experiments.registry.play_cell`); its rows of the tidy table."""
+    return play_cell(cell).rows(COLUMNS)
 
 
 def estimated_seconds(cell: Cell) -> float:
     """A guess of the CPU time of ``cell`` (for grouping cells into tasks)."""
     inst = cell.instance
     scale = max(1.0, inst.d * inst.n_arms / 60)
-    return PER_ROUND_SECONDS.get(cell.algorithm, 2e-4) * inst.horizon * scale
+    spec = REGISTRY.get(cell.algorithm)
+    return (spec.seconds_per_round if spec is not None else 2e-4) * inst.horizon * scale
 
 
 def _run_group(task: tuple[Callable[[Cell], Any], list[Cell]]) -> list[tuple[str, Any]]:
@@ -279,6 +147,54 @@ def _run_group(task: tuple[Callable[[Cell], Any], list[Cell]]) -> list[tuple[str
 
 def _rows_and_extra(result: Any) -> tuple[list[dict[str, Any]], Any]:
     return result if isinstance(result, tuple) else (result, None)
+
+
+class _Results:
+    """Where finished cells go: kept in memory, appended to the CSV table and the manifest, passed on.
+
+    Opening loads the cells ``out``'s manifest already has (and rewrites the CSV from
+    them); :meth:`add` records a new one; :meth:`close` closes the files.
+    """
+
+    def __init__(self, cells: Sequence[Cell], keys: list[str], columns: Sequence[str], path: Path | None,
+                 on_result: Callable[[Cell, list[dict[str, Any]], Any], None] | None) -> None:
+        from dpglm.experiments.results import Manifest, write_table
+
+        self.by_key, self.on_result = dict(zip(keys, cells, strict=True)), on_result
+        self.manifest = Manifest(path.with_suffix(".manifest.jsonl")) if path is not None else None
+        done = dict(self.manifest.done) if self.manifest is not None else {}
+        self.results: dict[str, tuple[list[dict[str, Any]], Any]] = {
+            k: (e["rows"], e.get("extra")) for k, e in done.items()}
+        self.handle: IO[str] | None = None
+        self.writer: csv.DictWriter[str] | None = None
+        if path is not None and path.suffix == ".csv":
+            write_table([row for key in keys if key in self.results for row in self.results[key][0]], columns, path)
+            self.handle = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed by close()
+            self.writer = csv.DictWriter(self.handle, fieldnames=list(columns), extrasaction="ignore")
+        for key in keys:
+            if key in self.results and on_result is not None:
+                on_result(self.by_key[key], *self.results[key])
+
+    def add(self, key: str, result: Any) -> bool:
+        """Record a finished cell; False if it was already recorded (a retried task finishing twice)."""
+        if key in self.results:
+            return False
+        rows, extra = _rows_and_extra(result)
+        self.results[key] = (rows, extra)
+        if self.writer is not None and self.handle is not None:
+            self.writer.writerows(rows)
+            self.handle.flush()
+        if self.manifest is not None:
+            self.manifest.add(key, rows, extra)
+        if self.on_result is not None:
+            self.on_result(self.by_key[key], rows, extra)
+        return True
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        if self.manifest is not None:
+            self.manifest.close()
 
 
 def run_cells(
@@ -302,69 +218,41 @@ def run_cells(
     (cells whose task failed twice), each recorded once.
     """
     from dpglm.experiments.engine import Engine, EngineSpec, current_engine, group_tasks
-    from dpglm.experiments.results import Manifest, write_table
+    from dpglm.experiments.results import write_table
 
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec()
     keys = [cell.key() for cell in cells]
     if len(set(keys)) != len(keys):
         raise ValueError("cells must be distinct (two cells have the same parameters)")
-    manifest = handle = writer = None
     path = Path(out) if out is not None else None
-    if path is not None:
-        manifest = Manifest(path.with_suffix(".manifest.jsonl"))
-    done = dict(manifest.done) if manifest is not None else {}
-    results: dict[str, tuple[list[dict[str, Any]], Any]] = {k: (e["rows"], e.get("extra")) for k, e in done.items()}
-    todo = [cell for cell, key in zip(cells, keys) if key not in results]
-    if path is not None and path.suffix == ".csv":
-        write_table([row for key in keys if key in results for row in results[key][0]], columns, path)
-        handle = open(path, "a", newline="", encoding="utf-8")
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-    by_key = dict(zip(keys, cells))
-    for key in keys:
-        if key in results and on_result is not None:
-            on_result(by_key[key], *results[key])
-    running = current_engine()
+    store = _Results(cells, keys, columns, path, on_result)
+    todo = [cell for cell, key in zip(cells, keys, strict=True) if key not in store.results]
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=desc, unit="run")
     failures: list[str] = []
-    context = contextlib.nullcontext(running) if running is not None else Engine(spec)
+    running = current_engine()
     try:
-        with context as active:
+        with contextlib.nullcontext(running) if running is not None else Engine(spec) as active:
             groups = group_tasks([estimated_seconds(c) for c in todo], active.workers) if todo else []
             tasks = [(function, [todo[i] for i in group]) for group in groups]
             before = len(active.failures)
             for _, group_results in active.imap(_run_group, tasks):
                 for key, result in group_results:
-                    rows, extra = _rows_and_extra(result)
-                    if key in results:
-                        continue
-                    results[key] = (rows, extra)
-                    if writer is not None:
-                        writer.writerows(rows)
-                        handle.flush()
-                    if manifest is not None:
-                        manifest.add(key, rows, extra)
-                    if on_result is not None:
-                        on_result(by_key[key], rows, extra)
-                    if bar is not None:
+                    if store.add(key, result) and bar is not None:
                         bar.update()
             for index, message in active.failures[before:]:
-                names = ", ".join(_cell_name(c) for c in tasks[index][1])
-                failures.append(f"{names}: {message}")
+                failures.append(f"{', '.join(_cell_name(c) for c in tasks[index][1])}: {message}")
             if path is not None:  # a command writing its table: say where the work ran
                 print(f"{desc}: {len(todo)} of {len(cells)} run(s) computed ({len(cells) - len(todo)} from the "
                       f"manifest); {active.summary()}", file=sys.stderr)
     finally:
         if bar is not None:
             bar.close()
-        if handle is not None:
-            handle.close()
-        if manifest is not None:
-            manifest.close()
-    ordered = [(cell, *results[key]) for cell, key in zip(cells, keys) if key in results]
+        store.close()
+    ordered = [(cell, *store.results[key]) for cell, key in zip(cells, keys, strict=True) if key in store.results]
     if path is not None:
         write_table([row for _, rows, _ in ordered for row in rows], columns, path)
     return ordered, failures

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dpglm.experiments.engine import add_engine_arguments
     from dpglm.experiments.results import FORMATS
 
-    parser.add_argument("--runs", type=int, default=None, help="runs per cell (default 10, as the paper; 1 with --quick)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="runs per cell (default 10, as the paper; 1 with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: defaults T=300, 1 run, ε ∈ {4, 8}, no GLM-UCB (seconds, not minutes); "
                              "flags you give still win")
@@ -147,13 +148,14 @@ def _checks(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             finals = [rows[e][S]["regret"] for e in epsilons if S in rows[e]]
             if len(finals) > 1:
                 checks.append({"check": f"Private-GLM[{preset}] decreasing in ε at S={S}",
-                               "values": finals, "pass": all(a > b for a, b in zip(finals, finals[1:]))})
+                               "values": finals, "pass": all(a > b for a, b in zip(finals, finals[1:], strict=False))})
         for e in epsilons:
             row = rows[e]
             for S, c in sorted(row.items()):
                 if c["paper"] is not None:
                     checks.append({"check": f"Private-GLM[{preset}] ε={e:g} S={S} within 15% of the paper or below",
-                                   "values": [c["regret"], c["paper"]], "pass": c["regret"] <= c["paper"] * (1 + TOLERANCE)})
+                                   "values": [c["regret"], c["paper"]],
+                                   "pass": c["regret"] <= c["paper"] * (1 + TOLERANCE)})
             if len(row) > 1:
                 lo, hi = min(row), max(row)
                 change = row[hi]["regret"] / row[lo]["regret"] - 1
@@ -244,7 +246,7 @@ def plot_kappa(summary: dict[str, Any], path: Path) -> None:
         paper = [(PAPER_KAPPA[c["S"]], c["paper"]) for c in cells if c["paper"]]
         if paper and (algorithm, eps) not in drawn:
             drawn.add((algorithm, eps))
-            ax.plot(*zip(*paper), linestyle="--", color="grey", alpha=0.6, marker="x",
+            ax.plot(*zip(*paper, strict=True), linestyle="--", color="grey", alpha=0.6, marker="x",
                     label="the paper" if len(drawn) == 1 else None)
     ax.set_xscale("log")
     ax.set_xlabel("κ (oracle, over the run's contexts)")
