@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accounting.validation import check_positive
+
 __all__ = ["GOptimalDesign", "g_optimal_design"]
 
 
@@ -98,10 +100,7 @@ def g_optimal_design(
         raise ValueError(f"arms must have shape (..., K, d), got shape {arms.shape}")
     if not np.all(np.isfinite(arms)):
         raise ValueError("arms must be finite (found NaN or inf)")
-    if not ridge > 0:
-        raise ValueError(f"ridge must be > 0, got {ridge}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol}")
+    ridge, tol = check_positive("ridge", ridge), check_positive("tol", tol)
     batch_shape, (n_arms, d) = arms.shape[:-2], arms.shape[-2:]
     if available is None:
         available = np.ones(arms.shape[:-1], dtype=bool)

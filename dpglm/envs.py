@@ -16,10 +16,11 @@ the same reward for the same choice.
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 import numpy as np
 
+from accounting.validation import check_generator, check_int, check_positive
 from dpglm.glm import GLMFamily, get_family, kappa, kappa_star
 
 __all__ = ["BLOCK_ROUNDS", "NORM_TOLERANCE", "AdversarialContextEnv", "ContextualGLMEnv", "StochasticContextEnv"]
@@ -88,16 +89,15 @@ class ContextualGLMEnv:
         self,
         family: GLMFamily | str,
         theta_star: np.ndarray,
-        contexts: Union[np.ndarray, Adversary],
+        contexts: np.ndarray | Adversary,
         rng: np.random.Generator,
         *,
         horizon: int | None = None,
         n_arms: int | None = None,
-        rewards: Union[None, np.ndarray, RewardModel] = None,
+        rewards: None | np.ndarray | RewardModel = None,
     ) -> None:
         self.family = get_family(family)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        check_generator(rng)
         theta_star = np.array(theta_star, dtype=float)
         if theta_star.ndim != 1 or theta_star.size == 0 or not np.all(np.isfinite(theta_star)):
             raise ValueError(f"theta_star must be a finite 1-D array (d,), got shape {theta_star.shape}")
@@ -183,6 +183,7 @@ class ContextualGLMEnv:
         if self._contexts is not None:
             arms = self._contexts[t]
         else:
+            assert self._adversary is not None  # __init__ sets one of the two
             arms = validate_contexts(
                 self._adversary(t, self.actions[:t].copy(), self.rewards[:t].copy()),
                 self.n_arms,
@@ -220,8 +221,9 @@ class ContextualGLMEnv:
 
     def _round_means(self, t: int) -> tuple[np.ndarray, float]:
         """μ(⟨x, θ*⟩) of every arm of round t (shown), and their max."""
-        if self._means is not None:
+        if self._means is not None and self._best is not None:
             return self._means[t], self._best[t]
+        assert self._shown is not None  # pull checked that round t's arms were shown
         means = self.family.mu(self._shown @ self.theta_star)
         return means, means.max()
 
@@ -296,14 +298,9 @@ class StochasticContextEnv(ContextualGLMEnv):
         *,
         theta_star: np.ndarray | None = None,
     ) -> None:
-        for name, value in (("d", d), ("n_arms", n_arms), ("horizon", horizon)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        S = float(S)
-        if not np.isfinite(S) or S <= 0:
-            raise ValueError(f"S must be a finite number > 0, got {S}")
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        d, n_arms, horizon = check_int("d", d), check_int("n_arms", n_arms), check_int("horizon", horizon)
+        S = check_positive("S", S)
+        check_generator(rng)
         theta_rng, context_rng, reward_rng = rng.spawn(3)
         if theta_star is None:
             u = theta_rng.standard_normal(d)
@@ -324,9 +321,10 @@ class StochasticContextEnv(ContextualGLMEnv):
         self._adversary = None
         self._contexts = self._means = self._best = None
         self._reward_model = self._reward_table = None
-        self._context_seed = context_rng.bit_generator.seed_seq
-        self._reward_seed = reward_rng.bit_generator.seed_seq
-        self._block_index, self._block = -1, None
+        self._context_seed = _seed_sequence(context_rng)
+        self._reward_seed = _seed_sequence(reward_rng)
+        self._block_index = -1
+        self._block: tuple[np.ndarray, ...] = ()
         self._kappas: tuple[float, float] | None = None
         self.reset()
 
@@ -397,6 +395,14 @@ class StochasticContextEnv(ContextualGLMEnv):
         return self._kappa_pair()[1]
 
 
+def _seed_sequence(rng: np.random.Generator) -> np.random.SeedSequence:
+    """The ``SeedSequence`` a generator made by ``spawn`` was seeded from (its blocks are its children)."""
+    seed = rng.bit_generator.seed_seq
+    if not isinstance(seed, np.random.SeedSequence):
+        raise TypeError(f"rng must be seeded from a numpy.random.SeedSequence, got {type(seed).__name__}")
+    return seed
+
+
 def _block_stream(seed: np.random.SeedSequence, block: int) -> np.random.Generator:
     """Generator of ``block``: child ``block`` of ``seed`` (what ``seed.spawn`` would give), counter-addressed."""
     return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key + (block,),
@@ -414,12 +420,12 @@ class AdversarialContextEnv(ContextualGLMEnv):
         self,
         family: GLMFamily | str,
         theta_star: np.ndarray,
-        contexts: Union[np.ndarray, Adversary],
+        contexts: np.ndarray | Adversary,
         rng: np.random.Generator,
         *,
         horizon: int | None = None,
         n_arms: int | None = None,
-        rewards: Union[None, np.ndarray, RewardModel] = None,
+        rewards: None | np.ndarray | RewardModel = None,
         S: float | None = None,
     ) -> None:
         super().__init__(

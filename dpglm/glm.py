@@ -17,11 +17,14 @@ vectorised over samples; a family is a frozen value and more families are added 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import overload
 
 import numpy as np
 from scipy import special
+
+from accounting.validation import check_positive, check_real
 
 __all__ = [
     "GLMFamily",
@@ -39,6 +42,14 @@ __all__ = [
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
+
+
+@overload
+def _as_theta_xy(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+@overload
+def _as_theta_xy(theta: np.ndarray, X: np.ndarray, y: None) -> tuple[np.ndarray, np.ndarray, None]: ...
 
 
 def _as_theta_xy(
@@ -61,10 +72,7 @@ def _as_theta_xy(
 
 
 def _check_lam(lam: float) -> float:
-    lam = float(lam)
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite number >= 0, got {lam}")
-    return lam
+    return check_real("lam", lam, 0.0)
 
 
 @dataclass(frozen=True)
@@ -332,21 +340,13 @@ def fit_mle(
     """
     family = get_family(family)
     lam = _check_lam(lam)
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
-    d = X.shape[1]
-    theta = np.zeros(d) if theta0 is None else np.array(theta0, dtype=float)
-    theta, X, y = _as_theta_xy(theta, X, y)
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y)) and np.all(np.isfinite(theta))):
-        raise ValueError("X, y and theta0 must be finite (no NaN or inf)")
+    X, y, theta = _fit_inputs(X, y, theta0)
     if radius is not None:
-        radius = float(radius)
-        if not np.isfinite(radius) or radius <= 0:
-            raise ValueError(f"radius must be a finite number > 0, got {radius}")
+        radius = check_positive("radius", radius)
         norm0 = np.linalg.norm(theta)
         if norm0 > radius:
             theta = theta * (radius / norm0)
+    d = X.shape[1]
     if X.shape[0] == 0:
         return np.zeros(d)
 
@@ -357,8 +357,28 @@ def fit_mle(
         if radius is None or np.linalg.norm(unconstrained) <= radius:
             return unconstrained
         theta = unconstrained * (radius / np.linalg.norm(unconstrained))
+    return _on_sphere(family, X, y, lam, radius, theta, tol, max_iter)
 
-    # Constrained: find ν > 0 with ‖θ(ν)‖ = radius, θ(ν) = argmin L(θ; λ + ν).
+
+def _fit_inputs(X: np.ndarray, y: np.ndarray, theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(X, y, θ₀)`` as float arrays of shapes (n, d), (n,), (d,), all finite (θ₀ = 0 by default)."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
+    theta = np.zeros(X.shape[1]) if theta0 is None else np.array(theta0, dtype=float)
+    theta, X, y = _as_theta_xy(theta, X, y)
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y)) and np.all(np.isfinite(theta))):
+        raise ValueError("X, y and theta0 must be finite (no NaN or inf)")
+    return X, y, theta
+
+
+def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+               tol: float, max_iter: int) -> np.ndarray:
+    """The ball-constrained minimiser when it lies on the sphere: ν > 0 with ‖θ(ν)‖ = radius (:func:`fit_mle`).
+
+    θ(ν) = argmin L(θ; λ + ν); ``theta`` (in the ball) warm-starts the bracketing of ν,
+    then bisection on log ν, each θ(ν) a warm-started Newton solve.
+    """
     def solve(nu: float, start: np.ndarray) -> np.ndarray:
         return _newton(family, X, y, lam + nu, start, tol, max_iter)
 
@@ -383,7 +403,7 @@ def fit_mle(
 
 
 # -- instance parameters ----------------------------------------------------------------
-def _links(family: GLMFamily, theta_star: np.ndarray, arms: np.ndarray) -> np.ndarray:
+def _links(family: GLMFamily | str, theta_star: np.ndarray, arms: np.ndarray) -> np.ndarray:
     family = get_family(family)
     theta_star = np.asarray(theta_star, dtype=float)
     arms = np.asarray(arms, dtype=float)
@@ -419,11 +439,10 @@ def kappa_support(family: GLMFamily | str, S: float) -> float:
     """κ over the whole unit ball with ``‖θ*‖ = S``: ``1 / min_{|z| ≤ S} μ̇(z)``.
 
     For a link whose μ̇ is symmetric and unimodal at 0 (logistic, probit) this is
-    ``1/μ̇(S)``; evaluated on a fine grid of [−S, S] so any registered family works.
+    ``1/μ̇(S)``; evaluated on the fine grid of [−S, S] of :func:`dpglm.linalg.dmu_range`,
+    so any registered family works.
     """
-    S = float(S)
-    if not np.isfinite(S) or S < 0:
-        raise ValueError(f"S must be a finite number >= 0, got {S}")
-    family = get_family(family)
-    grid = np.linspace(-S, S, 20001)
-    return float(1.0 / np.min(family.dmu(grid)))
+    from dpglm.linalg import dmu_range  # dpglm.linalg builds on this module
+
+    low, _ = dmu_range(family, check_real("S", S, 0.0))
+    return 1.0 / low
