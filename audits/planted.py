@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dpglm.policies.joint_dp import JointDPGLMBandit, TreeDesign
+from dpglm.policies.tree_pair import PartitionedTree
 from mechanisms.factorization import SquareRootFactorizationMechanism
 from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import GaussianMechanism, LaplaceMechanism
@@ -52,6 +53,7 @@ __all__ = [
     "ExactGramDesign",
     "HalvedHTreeBandit",
     "HalvedNoiseFactorization",
+    "HalvedNoisePartitionedTree",
     "HalvedNoiseTree",
     "HalvedScaleGeometricMean",
     "HalvedSensitivityGaussian",
@@ -130,6 +132,10 @@ class _ScaledPlan:
 
 class HalvedNoiseTree(_ScaledPlan, BinaryTreeMechanism):
     """Bug: charges the whole horizon's ρ but draws node noise of σ/2 (weight L/4 in place of L)."""
+
+
+class HalvedNoisePartitionedTree(_ScaledPlan, PartitionedTree):
+    """:class:`HalvedNoiseTree` as one tree of the joint-DP bandit's V/H pair."""
 
 
 class DepthUnscaledTree(_ScaledPlan, BinaryTreeMechanism):
@@ -279,11 +285,15 @@ class HalvedHTreeBandit(JointDPGLMBandit):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         def wrap(original: Callable[..., BinaryTreeMechanism]) -> Callable[..., BinaryTreeMechanism]:
+            halved = HalvedNoiseTree if original is BinaryTreeMechanism else HalvedNoisePartitionedTree
+
             def tree(account: object, horizon: int, shape: object, sensitivity: float, *rest: Any,
                      **tree_kwargs: Any) -> BinaryTreeMechanism:
-                cls = HalvedNoiseTree if sensitivity < math.sqrt(2) else original
+                cls = halved if sensitivity < math.sqrt(2) else original
                 return cls(account, horizon, shape, sensitivity, *rest, **tree_kwargs)
             return tree
 
-        with replaced("dpglm.policies.joint_dp", "BinaryTreeMechanism", wrap):
+        # The H-tree alone (no exploration) or as half of the V/H pair (dpglm.policies.tree_pair).
+        with replaced("dpglm.policies.joint_dp_plan", "BinaryTreeMechanism", wrap), \
+                replaced("dpglm.policies.tree_pair", "PartitionedTree", wrap):
             super().__init__(*args, **kwargs)
