@@ -121,7 +121,10 @@ def _shuffle_vector(planted: str | None, name: str, *, method: str = "counts") -
 
         # The message path builds every message (n·c·(2g + b) of them): kept to 10 users.
         n_users = 10 if method == "messages" else 20 if quick else 50
+        # Real rows: the bandit's input set (PSD, trace <= L). A planted noise-bit bug is audited on the
+        # box inputs, whose pair is the accountant's dominating pair itself (the l2 pair is not attained).
         return ShuffleVectorSumAudit(epsilon, DELTA, n_users=n_users, d=2, method=method,
+                                     inputs="l2" if planted is None else "box",
                                      mechanism_class=None if planted is None else _planted(planted), name=name)
     return build
 

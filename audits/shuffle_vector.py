@@ -1,17 +1,27 @@
 """Audits of shuffled vector summation and of the shuffle-private P_GD built on it.
 
 Vector summation (``mechanisms.shuffle.ShuffleVectorSum``), as the shuffle-DP
-bandit calls it for its design matrices: symmetric d×d leaves, every entry in
-[−L, L], sent as their c = d(d+1)/2 upper-triangle coordinates. Worst-case
-pair (docs/audits.md): every user holds 0 except user 0, whose entries are
-all −L on ``D0`` and all +L on ``D1`` (replace-one). Those values are levels
-0, g and 2g exactly (no rounding randomness), so the ones-count of coordinate
-i is ``g(n − 1) + 2g·[D1] + Bin(n·b, ½)`` with b the noise bits: the
-released sums are inverted to the counts, and the score is the count summed
-over the coordinates, ``Bin(c·n·b, ½)`` shifted by 0 or 2g·c — the
-likelihood-ratio statistic up to the (vanishing) curvature of the binomial's
-log-ratio. The threshold is planned from that exact law with the
-mechanism's public noise bits, and the ceiling printed beside the result.
+bandit calls it for its design matrices: symmetric d×d leaves sent as their
+c = d(d+1)/2 upper-triangle coordinates. Every user holds 0 except user 0
+(replace-one), whose matrix is, by the mechanism's input set:
+
+* ``inputs="l2"`` (positive semidefinite, trace ≤ L; the default): ``L e₁e₁ᵀ`` on ``D0``
+  and ``L e₂e₂ᵀ`` on ``D1`` (for d = 1: 0 against L). Two diagonal coordinates move by
+  g levels in opposite directions, the largest change the set allows in l2
+  (‖Δ‖² = 2L² over the sent entries). The accountant's dominating pair is the per-rank
+  shift bound, which no single pair attains, so the ceiling sits below the claim.
+* ``inputs="box"`` (every entry in [−L, L]): all −L on ``D0``, all +L on ``D1``: every
+  coordinate moves by 2g, the accountant's dominating pair itself (docs/audits.md).
+
+Those values are levels 0, g and 2g exactly (no rounding randomness), so each
+moving coordinate's ones-count is ``g(n − 1) + level + Bin(n·b, ½)`` with b the
+noise bits: the released sums are inverted to the counts, each moving
+coordinate's count is centred (and reflected, ``N − count``, where it falls on
+``D1``), and the score is their sum, ``Bin(J·n·b, ½)`` shifted by 0 or s·J (J moving
+coordinates, s levels each) — the likelihood-ratio statistic up to the
+(vanishing) curvature of the binomial's log-ratio. The threshold is planned
+from that exact law with the mechanism's public noise bits, and the ceiling
+printed beside the result.
 
 P_GD (``mechanisms.optim.shuffle_pgd.ShufflePGD``), with a Dirac gradient
 canary: d = 1, user 0's per-sample gradient is −L (``D0``) or +L (``D1``)
@@ -59,7 +69,7 @@ def _approx_claim(receipt: object) -> Claim:
 
 
 class ShuffleVectorSumAudit(Audit):
-    """User 0's symmetric matrix all −L vs all +L, others 0; one charged ``release`` per run.
+    """User 0's symmetric matrix, others 0 (module docstring: the pair per input set); one ``release`` per run.
 
     Parameters
     ----------
@@ -73,6 +83,8 @@ class ShuffleVectorSumAudit(Audit):
         L, the bound on every entry.
     method : {"counts", "messages"}
         The protocol path (``"counts"`` is the default the bandit uses).
+    inputs : {"l2", "box"}
+        The mechanism's input set (``ShuffleVectorSum(inputs=...)``), which picks the pair.
     mechanism_class : type
         ``mechanisms.shuffle.ShuffleVectorSum`` or a subclass (planted bugs).
     """
@@ -84,7 +96,8 @@ class ShuffleVectorSumAudit(Audit):
     use_holdout = False
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 50, d: int = 2, bound: float = 1.0,
-                 method: str = "counts", mechanism_class: type | None = None, name: str = "shuffle-vector") -> None:
+                 method: str = "counts", inputs: str = "l2", mechanism_class: type | None = None,
+                 name: str = "shuffle-vector") -> None:
         from mechanisms.shuffle import ShuffleVectorSum
 
         self.epsilon = _check_positive("epsilon", epsilon)
@@ -94,20 +107,47 @@ class ShuffleVectorSumAudit(Audit):
             raise ValueError(f"d must be an int ≥ 1, got {d!r}")
         if method not in ("counts", "messages"):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
-        self.d, self.bound, self.protocol = d, _check_positive("bound", bound), method
+        if inputs not in ("l2", "box"):
+            raise ValueError(f"inputs must be 'l2' or 'box', got {inputs!r}")
+        self.d, self.bound, self.protocol, self.inputs = d, _check_positive("bound", bound), method, inputs
         self.mechanism_class = ShuffleVectorSum if mechanism_class is None else mechanism_class
         self.name = name
         self._single = self._build(huge_budget_account("approx"), np.random.default_rng(0))
         self.levels, self.noise_bits = self._single.levels, self._single.noise_bits
         self.coordinates = self._single.coordinates
+        self._pair = self._neighbours()
 
     def _build(self, account: object, rng: np.random.Generator) -> object:
         return self.mechanism_class(account, self.n_users, (self.d, self.d), self.bound, rng,
-                                    epsilon=self.epsilon, delta=self.delta)
+                                    epsilon=self.epsilon, delta=self.delta, inputs=self.inputs)
+
+    def _neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """User 0's matrix on ``D0`` and on ``D1`` (module docstring)."""
+        if self.inputs == "box":
+            return np.full((self.d, self.d), -self.bound), np.full((self.d, self.d), self.bound)
+        first, second = np.zeros((self.d, self.d)), np.zeros((self.d, self.d))
+        first[0, 0] = self.bound
+        if self.d > 1:
+            second[1, 1] = self.bound
+        return (first, second) if self.d > 1 else (second, first)
+
+    def _levels(self, matrix: np.ndarray) -> np.ndarray:
+        """The exact levels of a matrix of entries in {−L, 0, L} (no rounding randomness), upper triangle."""
+        rows, cols = np.triu_indices(self.d)
+        return np.rint((matrix[rows, cols] + self.bound) * (self.levels / self.bound)).astype(np.int64)
+
+    def _moving(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Sign of each coordinate's level change from ``D0`` to ``D1`` (0: unmoved), ``D0``'s levels, the shift s."""
+        low, high = (self._levels(m) for m in self._pair)
+        sign = np.sign(high - low)
+        shifts = np.abs(high - low)[sign != 0]
+        if shifts.size == 0 or np.any(shifts != shifts[0]):
+            raise AssertionError("the audit's pair must move its coordinates by one common shift")
+        return sign, low, int(shifts[0])
 
     def parameters(self) -> dict:
         return {"epsilon": self.epsilon, "delta": self.delta, "n_users": self.n_users, "d": self.d,
-                "bound": self.bound, "method": self.protocol, "levels": self.levels,
+                "bound": self.bound, "method": self.protocol, "inputs": self.inputs, "levels": self.levels,
                 "noise_bits": self.noise_bits, "coordinates": self.coordinates,
                 "mechanism_class": self.mechanism_class.__name__}
 
@@ -116,8 +156,10 @@ class ShuffleVectorSumAudit(Audit):
 
     def _tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Thresholds on the centred score and P₀, P₁ of "score ≥ threshold" (exact binomial law)."""
-        trials = self.coordinates * self.n_users * self.noise_bits
-        shift = 2 * self.levels * self.coordinates
+        sign, _, step = self._moving()
+        moving = int(np.count_nonzero(sign))
+        trials = moving * self.n_users * self.noise_bits
+        shift = step * moving
         spread = int(np.ceil(8 * np.sqrt(trials) / 2)) + shift
         c = np.arange(trials // 2 - spread, trials // 2 + shift + spread + 1)
         return c.astype(float), stats.binom.sf(c - 1, trials, 0.5), stats.binom.sf(c - 1 - shift, trials, 0.5)
@@ -132,7 +174,7 @@ class ShuffleVectorSumAudit(Audit):
 
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
         values = np.zeros((self.n_users, self.d, self.d))
-        values[0] = self.bound * (1.0 if neighbour else -1.0)
+        values[0] = self._pair[1 if neighbour else 0]
         rows, cols = np.triu_indices(self.d)
         accounts, current, mechanism = approx_accounts(self.delta), None, None
         sums = np.empty((runs, rows.size))
@@ -141,10 +183,15 @@ class ShuffleVectorSumAudit(Audit):
             if account is not current:  # a fresh account (δ composes): a fresh mechanism on it
                 current, mechanism = account, self._build(account, rng)
             sums[run] = np.asarray(mechanism.release(values, method=self.protocol).value)[rows, cols]
-        # sum = (L/g)(ones − b n/2) − n L, inverted with the public L, g, b; minus the others' levels g(n − 1).
+        # sum = (L/g)(ones − b n/2) − n L, inverted with the public L, g, b; minus the others' levels g(n − 1)
+        # and user 0's level on D0: Bin(n b, ½) (+ s on D1) where the level rises, reflected where it falls.
         ones = np.rint((sums + self.n_users * self.bound) * (self.levels / self.bound)
                        + self.noise_bits * self.n_users / 2.0)
-        return (ones - self.levels * (self.n_users - 1)).sum(axis=1)
+        sign, low, _ = self._moving()
+        centred = ones - self.levels * (self.n_users - 1) - low
+        trials = self.n_users * self.noise_bits
+        moved = sign != 0
+        return (sign[moved] * centred[:, moved] + np.where(sign[moved] < 0, trials, 0)).sum(axis=1)
 
 
 def _canary_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -193,16 +240,21 @@ class ShufflePGDAudit(Audit):
         self.iterations, self.clip, self.protocol = iterations, _check_positive("clip", clip), method
         self.round_delta = self.delta / (2.0 * iterations) if round_delta is None else _check_positive(
             "round_delta", round_delta)
-        self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations, round_delta=self.round_delta) \
-            if round_epsilon is None else _check_positive("round_epsilon", round_epsilon)
+        if round_epsilon is None:
+            self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations,
+                                                         round_delta=self.round_delta)
+        else:
+            self.round_epsilon = _check_positive("round_epsilon", round_epsilon)
         self.mechanism_class = ShufflePGD if mechanism_class is None else mechanism_class
         self.name = name
-        from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
+        from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels
 
-        # The correct round's public protocol parameters (what the planned test assumes).
+        # The correct round's public protocol parameters (what the planned test assumes): the clipped
+        # gradients' l2 ball, which for d = 1 is the box (one coordinate moving by 2g).
         self.levels = default_levels(self.n_users, 1)
+        max_shift, l2_shift = INPUT_SHIFTS["l2_ball"]
         self.noise_bits = calibrate_noise_bits(self.n_users, float(self.round_epsilon), float(self.round_delta),
-                                               self.levels, 1)
+                                               self.levels, 1, max_shift=max_shift, l2_shift=l2_shift)
 
     def _tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Score thresholds half-way below each lattice point, and P₀, P₁ of "score ≥ threshold" (correct law).

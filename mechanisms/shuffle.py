@@ -39,15 +39,11 @@ from fractions import Fraction
 import numpy as np
 
 from accounting import ApproxDP, Receipt
+from accounting.validation import check_int, check_positive, check_probability, check_real
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator
-from mechanisms.shuffle_accountant import (
-    bitsum_delta,
-    calibrate_bitsum_gamma,
-    calibrate_noise_bits,
-    default_levels,
-    vector_sum_delta,
-)
+from mechanisms.shuffle_accountant import bitsum_delta, calibrate_bitsum_gamma
+from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels, vector_sum_delta
 
 __all__ = [
     "bitsum_randomize",
@@ -74,29 +70,14 @@ def _check_method(method: str) -> str:
 def _check_relation(relation: str) -> str:
     if relation != "replace_one":
         raise ValueError(
-            f"relation must be 'replace_one' (the shuffle accountant analyses one user's data replaced), got {relation!r}"
+            "relation must be 'replace_one' (the shuffle accountant analyses one user's data replaced), "
+            f"got {relation!r}"
         )
     return relation
 
 
-def _check_budget(epsilon: float, delta: float) -> tuple[float, float]:
-    for name, value in (("epsilon", epsilon), ("delta", delta)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)):
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    eps, dlt = float(epsilon), float(delta)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not (0.0 < dlt < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return eps, dlt
-
-
-def _check_n_users(n_users: int) -> int:
-    if isinstance(n_users, bool) or not isinstance(n_users, (int, np.integer)):
-        raise TypeError(f"n_users must be an int, got {type(n_users).__name__}")
-    if n_users < 2:
-        raise ValueError(f"n_users must be an int >= 2, got {n_users}")
-    return int(n_users)
+def _check_budget(epsilon: object, delta: object) -> tuple[float, float]:
+    return check_positive("epsilon", epsilon), check_probability("delta", delta)
 
 
 def _float_at_most(x: float) -> float:
@@ -117,7 +98,7 @@ class _ChargedShuffleSum(Mechanism):
     def _open(self, account: object, n_users: int, rng: np.random.Generator, epsilon: float, delta: float,
               relation: str) -> None:
         self.account = check_account(account, ("approx",), f"{self._MECHANISM} (an ApproxDP(epsilon, delta) cost)")
-        self.n_users = _check_n_users(n_users)
+        self.n_users = check_int("n_users", n_users, 2)
         self.rng = check_generator(rng)
         self.epsilon, self.delta = _check_budget(epsilon, delta)
         # The ledger charges the decimals ε and δ print as; the accountant certifies the
@@ -162,8 +143,7 @@ def bitsum_randomize(bits: np.ndarray, gamma: float, rng: np.random.Generator) -
     (Cheu et al. 2019, bit randomizer). Does not charge anything: callers charge first.
     """
     x = _check_bits(bits)
-    if not (0.0 < float(gamma) <= 1.0):
-        raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
+    gamma = check_real("gamma", gamma, 0.0, 1.0, low_open=True)
     rng = check_generator(rng)
     randomize = rng.random(x.shape[0]) < gamma
     coin = rng.integers(0, 2, size=x.shape[0])
@@ -182,8 +162,7 @@ def bitsum_analyze(messages: np.ndarray, gamma: float) -> float:
     Variance ``n (gamma/2)(1 - gamma/2) / (1 - gamma)^2`` for every input.
     """
     y = _check_bits(messages)
-    if not (0.0 < float(gamma) < 1.0):
-        raise ValueError(f"gamma must be in (0, 1) for the analyzer to debias, got {gamma!r}")
+    gamma = check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)  # (0, 1): the analyzer debiases
     return (float(y.sum()) - gamma * y.shape[0] / 2.0) / (1.0 - gamma)
 
 
@@ -227,13 +206,15 @@ class ShuffleBitSum(_ChargedShuffleSum):
         self._open(account, n_users, rng, epsilon, delta, relation)
         if gamma is None:
             gamma = calibrate_bitsum_gamma(self.n_users, *self._certified)
-        elif not (0.0 < float(gamma) < 1.0):
-            raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
-        elif bitsum_delta(self.n_users, float(gamma), self._certified[0]) > self._certified[1]:
-            raise ValueError(f"gamma={gamma!r} does not meet (epsilon={self.epsilon}, delta={self.delta}) for n={self.n_users}")
+        elif bitsum_delta(self.n_users, check_probability("gamma", gamma), self._certified[0]) > self._certified[1]:
+            raise ValueError(
+                f"gamma={gamma!r} does not meet (epsilon={self.epsilon}, delta={self.delta}) for n={self.n_users}"
+            )
         self.gamma = float(gamma)
         if self.gamma >= 1.0:
-            raise ValueError("the calibrated gamma is 1 (pure noise): the analyzer cannot debias; raise epsilon or n_users")
+            raise ValueError(
+                "the calibrated gamma is 1 (pure noise): the analyzer cannot debias; raise epsilon or n_users"
+            )
 
     @property
     def variance(self) -> float:
@@ -264,6 +245,16 @@ class ShuffleBitSum(_ChargedShuffleSum):
 # ---------------------------------------------------------------------------
 # Vector summation
 # ---------------------------------------------------------------------------
+
+
+def _check_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``(d,)`` or ``(d, d)`` with ``d >= 1``."""
+    shape = tuple(shape)
+    if not (len(shape) in (1, 2) and all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape)):
+        raise ValueError(f"shape must be (d,) or (d, d) with d >= 1, got {shape!r}")
+    if len(shape) == 2 and shape[0] != shape[1]:
+        raise ValueError(f"shape must be square (d, d) for a symmetric matrix, got {shape!r}")
+    return tuple(int(s) for s in shape)
 
 
 def _check_values(values: np.ndarray, bound: float) -> np.ndarray:
@@ -350,20 +341,55 @@ def run_vector_summation(
     return (bound / levels) * (ones - noise_bits * n / 2.0) - n * bound
 
 
+#: What ``ShuffleVectorSum(inputs=...)`` accepts, and the accountant's input set for vectors / matrices.
+_INPUT_SETS = {"l2": ("l2_ball", "psd_trace"), "box": ("box", "box")}
+#: Relative tolerance of the input-set checks (float rounding of ||x|| = 1, x x^T); the
+#: accountant's shift bounds carry a larger slack (mechanisms.shuffle_vector_accountant).
+_INPUT_TOLERANCE = 1e-12
+
+
+def _check_inputs(inputs: str) -> str:
+    if inputs not in _INPUT_SETS:
+        raise ValueError(f"inputs must be one of {tuple(_INPUT_SETS)}, got {inputs!r}")
+    return inputs
+
+
+def _check_input_set(arr: np.ndarray, input_set: str, bound: float) -> None:
+    """Raise ValueError unless every user's input lies in its set (``arr``: (n, d) or (n, d, d), symmetric)."""
+    limit = bound * (1.0 + _INPUT_TOLERANCE)
+    if input_set == "l2_ball" and np.any(np.linalg.norm(arr, axis=1) > limit):
+        raise ValueError(f"every user's vector must have l2 norm <= bound = {bound} (inputs='l2')")
+    if input_set == "psd_trace":
+        traces = np.trace(arr, axis1=1, axis2=2)
+        lowest = np.linalg.eigvalsh(arr).min(axis=1)
+        if np.any(traces > limit) or np.any(lowest < -_INPUT_TOLERANCE * bound):
+            raise ValueError(
+                f"every user's matrix must be positive semidefinite with trace <= bound = {bound} (inputs='l2')"
+            )
+
+
 class ShuffleVectorSum(_ChargedShuffleSum):
     """Shuffled sum of bounded vectors or symmetric matrices, charged ApproxDP(epsilon, delta) per release.
 
-    Neighbouring relation ``replace_one``: one user's vector (matrix) replaced. Each
-    coordinate of every input must lie in ``[-bound, bound]`` (e.g. an l2-bounded
-    vector of norm <= bound, or ``x x^T`` with ``||x|| <= 1`` and ``bound = 1``); a
-    coordinate's rounded level can then move by up to ``2 * levels``, and the
-    ``coordinates`` coordinates are composed numerically (accountant docstring).
-    The released sums then carry about the noise of a central Gaussian mechanism
-    of l2 sensitivity ``2 * bound * sqrt(coordinates)`` (benchmarks/shuffle.py); an
-    l2 bound on the inputs is not exploited, which for ``x x^T`` (Frobenius
-    sensitivity 2) costs a factor ~``sqrt(d(d+1)/2)`` in noise sd.
-    Symmetric matrices are sent as their ``d(d+1)/2`` upper-triangle entries; a
-    real (scalar) summation is ``shape=(1,)``.
+    Neighbouring relation ``replace_one``: one user's vector (matrix) replaced. What one
+    user may send is declared by ``inputs``, and the noise is calibrated to it by the
+    exact accountant (:mod:`mechanisms.shuffle_vector_accountant`, docs/shuffle-accounting.md):
+
+    * ``"l2"`` (default): a vector of l2 norm <= ``bound``, or a symmetric positive
+      semidefinite matrix of trace <= ``bound`` (``x x^T`` with ``||x||^2 <= bound``, or
+      ``w x x^T`` with ``w ||x||^2 <= bound``: the shuffle bandit's leaves). One user's change
+      then moves each coordinate by at most ``2 bound`` (vectors) or ``bound`` (matrices) and
+      has l2 norm at most ``2 bound`` or ``sqrt(2) bound`` over the sent coordinates; the
+      accountant composes the coordinates under a per-rank bound on the level shifts
+      (l2-aware composition; at d = 5 the matrix's noise sd is ~3.1x below ``"box"``'s).
+    * ``"box"``: every coordinate in ``[-bound, bound]`` and nothing else; every coordinate's
+      level may move by ``2 * levels`` and the coordinates are composed at that shift (the
+      coordinate-wise composition, about the noise of a Gaussian mechanism of l2
+      sensitivity ``2 * bound * sqrt(coordinates)``; benchmarks/shuffle.py).
+
+    Every release checks its inputs against the declared set (a privacy precondition).
+    Symmetric matrices are sent as their ``d(d+1)/2`` upper-triangle entries; a real
+    (scalar) summation is ``shape=(1,)``.
     paper: App. T (vector summation R_2, S_2, A_2 of Cheu et al. 2022).
 
     Parameters
@@ -375,7 +401,7 @@ class ShuffleVectorSum(_ChargedShuffleSum):
     shape : tuple
         ``(d,)`` for vectors or ``(d, d)`` for symmetric matrices.
     bound : float
-        Bound on every coordinate (entry), > 0.
+        ``L`` > 0: the bound on every coordinate (``"box"``), on the norm or the trace (``"l2"``).
     rng : numpy.random.Generator
         Source of all randomness.
     epsilon, delta : float
@@ -384,8 +410,10 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         Rounding resolution g; default ``max(ceil(2 sqrt(n)), d, 4)``.
     noise_bits : int, optional
         Fair noise bits per user and coordinate; default: the smallest meeting
-        (epsilon, delta) (:func:`mechanisms.shuffle_accountant.calibrate_noise_bits`).
+        (epsilon, delta) (:func:`mechanisms.shuffle_vector_accountant.calibrate_noise_bits`).
         If given it is checked to meet (epsilon, delta).
+    inputs : {"l2", "box"}
+        The input set (above).
     relation : str
         Only ``"replace_one"``.
     """
@@ -394,7 +422,7 @@ class ShuffleVectorSum(_ChargedShuffleSum):
 
     def __init__(
         self,
-        account,
+        account: object,
         n_users: int,
         shape: tuple[int, ...],
         bound: float,
@@ -404,35 +432,27 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         delta: float,
         levels: int | None = None,
         noise_bits: int | None = None,
+        inputs: str = "l2",
         relation: str = "replace_one",
     ) -> None:
         self._open(account, n_users, rng, epsilon, delta, relation)
-        shape = tuple(shape)
-        if not (len(shape) in (1, 2) and all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape)):
-            raise ValueError(f"shape must be (d,) or (d, d) with d >= 1, got {shape!r}")
-        if len(shape) == 2 and shape[0] != shape[1]:
-            raise ValueError(f"shape must be square (d, d) for a symmetric matrix, got {shape!r}")
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = _check_shape(shape)
         d = self.shape[0]
         self.coordinates = d if len(self.shape) == 1 else d * (d + 1) // 2
-        if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)):
-            raise TypeError(f"bound must be a real number, got {type(bound).__name__}")
-        if not (math.isfinite(float(bound)) and float(bound) > 0):
-            raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
-        self.bound = float(bound)
-        if levels is None:
-            levels = default_levels(self.n_users, d)
-        elif isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
-            raise ValueError(f"levels must be an int >= 1, got {levels!r}")
-        self.levels = int(levels)
+        self.bound = check_positive("bound", bound)
+        self.inputs = _check_inputs(inputs)
+        self.input_set = _INPUT_SETS[self.inputs][len(self.shape) - 1]
+        max_shift, l2_shift = INPUT_SHIFTS[self.input_set]
+        self._shifts = {"max_shift": max_shift, "l2_shift": l2_shift}
+        self.levels = default_levels(self.n_users, d) if levels is None else check_int("levels", levels, 1)
         if noise_bits is None:
-            noise_bits = calibrate_noise_bits(self.n_users, *self._certified, self.levels, self.coordinates)
-        elif isinstance(noise_bits, bool) or not isinstance(noise_bits, (int, np.integer)) or noise_bits < 1:
-            raise ValueError(f"noise_bits must be an int >= 1, got {noise_bits!r}")
-        elif vector_sum_delta(self.n_users, int(noise_bits), self.levels, self._certified[0], self.coordinates) > self._certified[1]:
+            noise_bits = calibrate_noise_bits(self.n_users, *self._certified, self.levels, self.coordinates,
+                                              **self._shifts)
+        elif vector_sum_delta(self.n_users, check_int("noise_bits", noise_bits, 1), self.levels, self._certified[0],
+                              self.coordinates, **self._shifts) > self._certified[1]:
             raise ValueError(
                 f"noise_bits={noise_bits} does not meet (epsilon={self.epsilon}, delta={self.delta}) "
-                f"for n={self.n_users}, levels={self.levels}, coordinates={self.coordinates}"
+                f"for n={self.n_users}, levels={self.levels}, coordinates={self.coordinates}, inputs={self.inputs!r}"
             )
         self.noise_bits = int(noise_bits)
         if len(self.shape) == 2:
@@ -452,11 +472,10 @@ class ShuffleVectorSum(_ChargedShuffleSum):
             raise ValueError(f"values must have shape {(self.n_users, *self.shape)}, got {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise ValueError("values must be finite (no NaN or infinity)")
-        if len(self.shape) == 1:
-            return arr
-        if not np.allclose(arr, np.swapaxes(arr, 1, 2), rtol=0.0, atol=1e-12):
+        if len(self.shape) == 2 and not np.allclose(arr, np.swapaxes(arr, 1, 2), rtol=0.0, atol=1e-12):
             raise ValueError("values must be symmetric matrices")
-        return arr[:, self._rows, self._cols]
+        _check_input_set(arr, self.input_set, self.bound)
+        return arr if len(self.shape) == 1 else arr[:, self._rows, self._cols]
 
     def release(self, values: np.ndarray, *, method: str = "counts", partition: str | None = None) -> Release:
         """Charge ApproxDP(epsilon, delta), then run the protocol; the estimated sum of ``values``.
@@ -464,7 +483,8 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         Parameters
         ----------
         values : numpy.ndarray
-            Shape ``(n_users, d)`` or ``(n_users, d, d)`` (symmetric), entries in ``[-bound, bound]``.
+            Shape ``(n_users, d)`` or ``(n_users, d, d)`` (symmetric), each user's input in
+            the declared set (``inputs``), entries in ``[-bound, bound]``.
         method : str
             ``"counts"`` (exact-in-distribution count simulation) or ``"messages"``.
         partition : str, optional
@@ -476,7 +496,7 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         receipt = self._charge_release(
             partition,
             f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
-            f"noise_bits={self.noise_bits}; exact shuffle accountant (PLD over coordinates)",
+            f"noise_bits={self.noise_bits}, inputs={self.input_set}; exact shuffle accountant (PLD over coordinates)",
         )
         sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
         if len(self.shape) == 1:

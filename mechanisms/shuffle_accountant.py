@@ -36,23 +36,9 @@ provided (:func:`bitsum_delta_for_configuration`); it is smaller (eps = 0.84 at
 that point, all others holding 0), but a worst case over configurations is not
 proved, so it is not used to certify.
 
-*Vector summation.* Per coordinate, the changed user's rounded level moves within
-``{0, ..., 2 * levels}``; its rounding randomness is a mixture over level pairs,
-and the other users' rounding is independent noise added to the count
-(post-processing). By joint convexity the pair of count laws is a mixture of
-shift pairs ``(Bin(N, 1/2) + s, Bin(N, 1/2))``, ``N = n * noise_bits``,
-``|s| <= 2 * levels``. The binomial is log-concave, so the shift family has a
-monotone likelihood ratio and (Neyman–Pearson) the trade-off curve of shift
-``2 * levels`` lies below that of every smaller shift of the same sign; with a
-fair coin the family is symmetric (``c -> N + s - c`` swaps the pair), so the
-single symmetric pair ``(Bin(N,1/2) + 2*levels, Bin(N,1/2))`` dominates every
-coordinate's pair for all hockey-stick orders ``alpha >= 0``. Coordinates are
-noised independently, so the protocol is dominated by the ``coordinates``-fold
-product of that pair (Zhu, Dong & Wang 2022, Thm. 10), whose privacy loss
-distribution is composed numerically with dp-accounting's pessimistic PLD.
-This composition treats every coordinate as able to move by its full range
-(an l_inf view of the input); it does not exploit an l2 bound on the vector, so
-it is conservative for l2-bounded inputs.
+*Vector summation* is accounted in :mod:`mechanisms.shuffle_vector_accountant` (its
+docstring and docs/shuffle-accounting.md hold the derivation, including the l2-aware
+composition); its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -61,10 +47,19 @@ import functools
 import math
 
 import numpy as np
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import stats
 
-from accounting import convert
+from accounting.validation import check_int, check_probability, check_real
+from mechanisms.shuffle_vector_accountant import (
+    INPUT_SHIFTS,
+    calibrate_noise_bits,
+    default_levels,
+    level_shifts,
+    paper_noise_bits,
+    vector_sum_delta,
+    vector_sum_epsilon,
+    vector_sum_pld,
+)
 
 __all__ = [
     "bitsum_delta",
@@ -75,6 +70,8 @@ __all__ = [
     "fmt_epsilon",
     "fmt_max_local_epsilon",
     "vector_sum_pld",
+    "level_shifts",
+    "INPUT_SHIFTS",
     "vector_sum_delta",
     "vector_sum_epsilon",
     "calibrate_noise_bits",
@@ -85,59 +82,27 @@ __all__ = [
 #: Weights of M (bit sum) below this are left out; their total mass is added
 #: to delta in full (a divergence never exceeds 1), so truncation stays conservative.
 _TAIL = 1e-20
-#: Log-mass below which a count outcome is moved to the PLD's infinity mass
-#: (pessimistic: counted as if it revealed everything).
-_LOG_MASS_TRUNCATION = math.log(1e-30)
-#: Discretization of privacy-loss values in the PLD (rounded up: pessimistic), for
-#: eps <= 1; at a larger target eps it is scaled by eps (see ``_pld_interval``).
-_PLD_INTERVAL = 1e-4
-#: Most privacy-loss bins per coordinate before the bin width is widened.
-_MAX_BINS = 100_000
 #: Bisection tolerance on epsilon; the upper end of the final bracket is returned.
 _EPS_TOL = 1e-7
 
 
-def _check_users(n: int, minimum: int = 2) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"n must be an int, got {type(n).__name__}")
-    if n < minimum:
-        raise ValueError(f"n must be an int >= {minimum}, got {n}")
-    return int(n)
-
-
-def _check_int(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(name: str, value: float, low: float, high: float, *, low_open: bool, high_open: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    x = float(value)
-    ok = math.isfinite(x) and (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
-    if not ok:
-        lo = "(" if low_open else "["
-        hi = ")" if high_open else "]"
-        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {value!r}")
-    return x
+def _check_users(n: object, minimum: int = 2) -> int:
+    return check_int("n", n, minimum)
 
 
 def _check_gamma(gamma: float) -> float:
     """The randomization probability of the bit randomizer, in (0, 1]."""
-    return _check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=False)
+    return check_real("gamma", gamma, 0.0, 1.0, low_open=True)
 
 
-def _check_delta(delta: float) -> float:
+def _check_delta(delta: object) -> float:
     """A target delta, in (0, 1)."""
-    return _check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    return check_probability("delta", delta)
 
 
 def _check_epsilon(epsilon: float, *, target: bool) -> float:
     """An epsilon: a target (> 0) or a point at which delta is evaluated (>= 0)."""
-    return _check_real("epsilon", epsilon, 0.0, math.inf, low_open=target, high_open=True)
+    return check_real("epsilon", epsilon, 0.0, low_open=target)
 
 
 def _check_target(epsilon: float, delta: float) -> tuple[float, float]:
@@ -176,7 +141,7 @@ def _bitsum_view(n: int, gamma: float) -> tuple[np.ndarray, np.ndarray, float]:
     weights = all_weights[lo : hi + 1]
     tail = float(all_weights[:lo].sum() + all_weights[hi + 1 :].sum())
     p_blocks, q_blocks = [], []
-    for m, w in zip(m_values, weights):
+    for m, w in zip(m_values, weights, strict=True):
         base = stats.binom.pmf(np.arange(m + 1), m, 0.5)
         p_blocks.append(w * np.convolve(base, [1.0 - a, a]))
         q_blocks.append(w * np.convolve(base, [a, 1.0 - a]))
@@ -236,9 +201,7 @@ def bitsum_delta_for_configuration(n: int, gamma: float, epsilon: float, ones: i
         Number of ones among the other users, in [0, n - 1].
     """
     n, gamma, epsilon = _check_bitsum_point(n, gamma, epsilon)
-    ones = _check_int("ones", ones, 0)
-    if ones > n - 1:
-        raise ValueError(f"ones must be in [0, n - 1] = [0, {n - 1}], got {ones}")
+    ones = check_int("ones", ones, 0, n - 1, why="the other users' ones")
     a = gamma / 2.0
     zeros = n - 1 - ones
     others = np.convolve(
@@ -311,7 +274,7 @@ def calibrate_bitsum_gamma(n: int, epsilon: float, delta: float, *, rtol: float 
     """
     n = _check_users(n)
     epsilon, delta = _check_target(epsilon, delta)
-    rtol = _check_real("rtol", rtol, 0.0, 1.0, low_open=True, high_open=True)
+    rtol = check_real("rtol", rtol, 0.0, 1.0, low_open=True, high_open=True)
 
     def meets(gamma: float) -> bool:
         return bitsum_delta(n, gamma, epsilon) <= delta
@@ -357,7 +320,7 @@ def fmt_epsilon(local_epsilon: float, n: int, delta: float) -> float:
         If ``local_epsilon`` is outside (0, ln(n / (16 ln(2/delta)))].
     """
     bound = fmt_max_local_epsilon(n, delta)
-    local_epsilon = _check_real("local_epsilon", local_epsilon, 0.0, math.inf, low_open=True, high_open=True)
+    local_epsilon = check_real("local_epsilon", local_epsilon, 0.0, low_open=True)
     if local_epsilon > bound:
         raise ValueError(
             f"local_epsilon must be <= ln(n / (16 ln(2/delta))) = {bound:.4g} for the FMT bound, got {local_epsilon!r}"
@@ -365,187 +328,3 @@ def fmt_epsilon(local_epsilon: float, n: int, delta: float) -> float:
     e0 = math.exp(local_epsilon)
     factor = (e0 - 1.0) / (e0 + 1.0)
     return math.log1p(factor * (8.0 * math.sqrt(e0 * math.log(4.0 / delta) / n) + 8.0 * e0 / n))
-
-
-# ---------------------------------------------------------------------------
-# Vector summation (Cheu et al. 2022; seed paper App. T)
-# ---------------------------------------------------------------------------
-
-
-def default_levels(n: int, dimension: int) -> int:
-    """The rounding resolution ``g = max(ceil(2 sqrt(n)), dimension, 4)`` (docs/references.md, Cheu et al. 2022)."""
-    n = _check_users(n, 1)
-    dimension = _check_int("dimension", dimension, 1)
-    return max(math.ceil(2.0 * math.sqrt(n)), dimension, 4)
-
-
-def paper_noise_bits(n: int, epsilon: float, delta: float, dimension: int, levels: int | None = None) -> float:
-    """The recalled closed-form noise-bit count ``b = 24e4 g^2 ln^2(4 d^2 / delta) / (eps^2 n)``.
-
-    Only for comparison with :func:`calibrate_noise_bits` (docs/references.md marks the
-    constant as recalled, to verify; it is not used to certify anything).
-    """
-    n = _check_users(n, 1)
-    epsilon, delta = _check_target(epsilon, delta)
-    dimension = _check_int("dimension", dimension, 1)
-    g = default_levels(n, dimension) if levels is None else _check_int("levels", levels, 1)
-    return 24e4 * g**2 * math.log(4.0 * dimension**2 / delta) ** 2 / (epsilon**2 * n)
-
-
-def _pld_interval(epsilon: float) -> float:
-    """PLD bin width for a delta evaluated at ``epsilon``: ``1e-4 * max(1, epsilon)``.
-
-    Pessimistic rounding moves each coordinate's loss up by less than one bin, so
-    the certified delta(eps) lies between the exact delta(eps) and the exact
-    delta(eps - coordinates * bin): a relative slack of ``coordinates * 1e-4`` in eps.
-    """
-    return _PLD_INTERVAL * max(1.0, epsilon)
-
-
-def _shift_pair_rounded_pmf(trials: int, shift: int, interval: float) -> tuple[dict[int, float], float, float]:
-    """Rounded (pessimistic) PLD pmf of the pair (Bin(trials,1/2) + shift, Bin(trials,1/2)).
-
-    Returns the pmf over bin indices, the infinity mass, and the bin width used:
-    ``interval``, widened to span the losses in at most ``_MAX_BINS`` bins (only
-    when the shift is many standard deviations, i.e. the noise is far too small;
-    wider bins stay pessimistic).
-
-    Loss at count c = k + s: ``ln C(N, k) - ln C(N, k + s)``, weighted by the upper law
-    ``Bin(N,1/2) + s`` at c. Outcomes the lower law cannot produce (c > N), outcomes of
-    upper mass below ``exp(_LOG_MASS_TRUNCATION)``, and (Hoeffding) the mass outside a
-    window of 13 sd around the mean go to the infinity mass. For N up to ~1e9 the
-    direct ``gammaln`` difference loses ~1e-6 to cancellation, so log-probabilities are
-    taken relative to the window's start, as cumulative sums of
-    ``ln((N - t + 1)/t) = log1p((N - 2t + 1)/t)`` (accurate to ~1e-10).
-    """
-    n_trials, s = trials, shift
-    sigma = math.sqrt(n_trials) / 2.0
-    half_width = int(math.ceil(13.0 * sigma)) + 2
-    k_lo = max(0, n_trials // 2 - half_width)
-    k_hi = min(n_trials, n_trials // 2 + half_width)
-    outside = 0.0 if (k_lo == 0 and k_hi == n_trials) else 2.0 * math.exp(-2.0 * half_width**2 / n_trials)
-    t = np.arange(k_lo + 1, min(k_hi + s, n_trials) + 1, dtype=float)
-    # rel[j] = ln C(N, k_lo + j) - ln C(N, k_lo)
-    rel = np.concatenate([[0.0], np.cumsum(np.log1p((n_trials - 2.0 * t + 1.0) / t))])
-    k = np.arange(k_lo, k_hi + 1)
-    log_mass = rel[: k_hi - k_lo + 1]
-    log_mass = log_mass - (log_mass.max() + math.log(np.exp(log_mass - log_mass.max()).sum()))
-    inside = k + s <= n_trials
-    keep = inside & (log_mass > _LOG_MASS_TRUNCATION)
-    kept = np.flatnonzero(keep)
-    loss = rel[kept] - rel[kept + s]
-    mass = np.exp(log_mass[kept]) * (1.0 - outside)
-    infinity_mass = min(1.0, outside + float(np.exp(log_mass[~keep]).sum()) * (1.0 - outside))
-    interval = max(interval, float(loss.max() - loss.min()) / _MAX_BINS)
-    rounded = np.ceil(loss / interval).astype(np.int64)
-    keys, inverse = np.unique(rounded, return_inverse=True)
-    sums = np.bincount(inverse, weights=mass)
-    return dict(zip(keys.tolist(), sums.tolist())), infinity_mass, interval
-
-
-def _check_vector_args(n: int, noise_bits: int, levels: int, coordinates: int) -> tuple[int, int, int, int]:
-    return (
-        _check_users(n, 1),
-        _check_int("noise_bits", noise_bits, 1),
-        _check_int("levels", levels, 1),
-        _check_int("coordinates", coordinates, 1),
-    )
-
-
-def vector_sum_pld(
-    n: int, noise_bits: int, levels: int, coordinates: int = 1, *, interval: float = _PLD_INTERVAL
-) -> pld_lib.PrivacyLossDistribution:
-    """Pessimistic PLD dominating the shuffled vector summation (module docstring: derivation).
-
-    The ``coordinates``-fold self-composition of the symmetric pair
-    ``(Bin(n * noise_bits, 1/2) + 2 * levels, Bin(n * noise_bits, 1/2))``.
-
-    Parameters
-    ----------
-    n : int
-        Number of users, >= 1.
-    noise_bits : int
-        Fair noise bits each user adds per coordinate, >= 1.
-    levels : int
-        Rounding resolution g (a value in [-L, L] becomes a level in {0, ..., 2g}), >= 1.
-    coordinates : int
-        Number of coordinates released (d for a vector, d(d+1)/2 for a symmetric matrix), >= 1.
-    interval : float
-        Width of the (pessimistic) privacy-loss bins, > 0 (widened if the losses
-        would need more than ``_MAX_BINS`` bins).
-    """
-    n, noise_bits, levels, coordinates = _check_vector_args(n, noise_bits, levels, coordinates)
-    interval = _check_real("interval", interval, 0.0, 1.0, low_open=True, high_open=False)
-    rounded, infinity_mass, interval = _shift_pair_rounded_pmf(n * noise_bits, 2 * levels, interval)
-    pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-        rounded, infinity_mass, interval, pessimistic_estimate=True
-    )
-    return pld if coordinates == 1 else pld.self_compose(coordinates)
-
-
-def vector_sum_delta(n: int, noise_bits: int, levels: int, epsilon: float, coordinates: int = 1) -> float:
-    """Certified delta(eps) of the shuffled vector summation (pessimistic PLD, dp-accounting).
-
-    Bins of width ``1e-4 * max(1, epsilon)`` (``_pld_interval``).
-    """
-    epsilon = _check_epsilon(epsilon, target=False)
-    pld = vector_sum_pld(n, noise_bits, levels, coordinates, interval=_pld_interval(epsilon))
-    return float(pld.get_delta_for_epsilon(epsilon))
-
-
-def vector_sum_epsilon(n: int, noise_bits: int, levels: int, delta: float, coordinates: int = 1) -> float:
-    """Certified eps(delta) of the shuffled vector summation (pessimistic PLD, dp-accounting)."""
-    delta = _check_delta(delta)
-    return float(vector_sum_pld(n, noise_bits, levels, coordinates).get_epsilon_for_delta(delta))
-
-
-@functools.lru_cache(maxsize=256)
-def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coordinates: int = 1) -> int:
-    """Smallest number of fair noise bits per user and coordinate meeting (eps, delta).
-
-    delta(eps) decreases in the number of bits (more bits add independent noise:
-    post-processing), so a bracketing then binary search over integers finds
-    the smallest ``b`` with :func:`vector_sum_delta` ``<= delta``, the
-    ``coordinates`` coordinates composed as in :func:`vector_sum_pld`. Results are cached.
-
-    Parameters
-    ----------
-    n : int
-        Number of users, >= 1.
-    epsilon : float
-        Target epsilon > 0.
-    delta : float
-        Target delta in (0, 1).
-    levels : int
-        Rounding resolution g, >= 1.
-    coordinates : int
-        Number of coordinates composed, >= 1.
-    """
-    n = _check_users(n, 1)
-    epsilon, delta = _check_target(epsilon, delta)
-    levels = _check_int("levels", levels, 1)
-    coordinates = _check_int("coordinates", coordinates, 1)
-
-    def meets(bits: int) -> bool:
-        return vector_sum_delta(n, bits, levels, epsilon, coordinates) <= delta
-
-    # Start at the analytic-Gaussian analogue (Balle & Wang 2018): the count noise
-    # Bin(nb, 1/2) has sd sqrt(nb)/2 and the m shifts of 2g have l2 norm 2g sqrt(m).
-    # It lands within a fraction of a percent of the answer, so the bracket is narrow.
-    sigma = convert.analytic_gaussian_sigma(epsilon, delta, 2 * levels * math.sqrt(coordinates))
-    guess = max(1, math.ceil(4.0 * sigma**2 / n))
-    if meets(guess):
-        hi, lo = guess, int(guess * 0.99)
-        while lo > 0 and meets(lo):
-            hi, lo = lo, int(lo * 0.95)
-    else:
-        lo, hi = guess, math.ceil(guess * 1.01) + 1
-        while not meets(hi):
-            lo, hi = hi, math.ceil(hi * 1.05) + 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if meets(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi

@@ -16,9 +16,11 @@ gradients) this is ``eta = 2S/(L sqrt T)`` and the bound ``2SL/sqrt T``. That is
 default; ``lr=`` overrides it.
 
 Privacy. Neighbours replace one user's sample. Each round's summation is
-``(round_epsilon, round_delta)``-DP for every iterate (its noise is calibrated by the
-exact shuffle accountant), so the pessimistic PLD built from those parameters
-(dp-accounting ``from_privacy_parameters``: the pair that dominates every
+``(round_epsilon, round_delta)``-DP for every iterate: its noise is calibrated by the
+exact shuffle accountant for inputs of l2 norm at most ``clip`` (the clipped gradients;
+the l2-aware composition of :mod:`mechanisms.shuffle_vector_accountant`, input set
+``"l2_ball"``, or the coordinate-wise ``"box"`` with ``inputs="box"``), so the pessimistic
+PLD built from those parameters (dp-accounting ``from_privacy_parameters``: the pair that dominates every
 (eps0, delta0)-DP mechanism) self-composed ``iterations`` times bounds the whole run,
 also under the adaptive choice of iterates. The run is charged once, before any
 randomness is drawn, as ``ApproxDP(eps_total, delta)`` with ``eps_total`` that PLD's
@@ -28,19 +30,21 @@ epsilon at the requested total ``delta`` (rounded up to 1e-9). Not advanced comp
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
+from typing import Any
 
 import numpy as np
 from dp_accounting.pld import common as dp_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from accounting import ApproxDP
-from mechanisms.optim.projection import BallProjection, MetricProjection
+from accounting import ApproxDP, Receipt
+from accounting.validation import check_int, check_real
 from mechanisms.base import Mechanism
+from mechanisms.optim.projection import BallProjection, MetricProjection
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
-from mechanisms.shuffle_accountant import calibrate_noise_bits, default_levels
+from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels
 
 __all__ = ["ShufflePGD", "composed_epsilon", "calibrate_round_epsilon"]
 
@@ -50,23 +54,15 @@ GradientFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 _PLD_INTERVAL = 1e-4
 #: Largest per-round epsilon accepted (e^eps must stay a finite float in the PLD).
 _MAX_ROUND_EPSILON = 100.0
+#: The accountant's input set of the clipped gradients, by ``ShufflePGD(inputs=...)``.
+_INPUT_SETS = {"l2": "l2_ball", "box": "box"}
+#: Where each ``average`` option starts averaging, as a function of the iteration count.
+_FIRST_KEPT: dict[str, Callable[[int], int]] = {"all": lambda t: 0, "suffix": lambda t: t // 2, "last": lambda t: t}
 
 
-def _real(name: str, value: float, *, low: float, high: float = math.inf, high_open: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    x = float(value)
-    if not (math.isfinite(x) and x > low and (x < high if high_open else x <= high)):
-        raise ValueError(f"{name} must be in ({low}, {high}{')' if high_open else ']'}, got {value!r}")
-    return x
-
-
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value}")
-    return int(value)
+def _real(name: str, value: object, *, low: float, high: float = math.inf, high_open: bool = True) -> float:
+    """A finite real in ``(low, high)`` (or ``(low, high]``)."""
+    return check_real(name, value, low, high, low_open=True, high_open=high_open and high < math.inf)
 
 
 def composed_epsilon(round_epsilon: float, round_delta: float, iterations: int, delta: float) -> float:
@@ -78,12 +74,11 @@ def composed_epsilon(round_epsilon: float, round_delta: float, iterations: int, 
     """
     round_epsilon = _real("round_epsilon", round_epsilon, low=0.0, high=_MAX_ROUND_EPSILON, high_open=False)
     round_delta = _real("round_delta", round_delta, low=0.0, high=1.0)
-    iterations = _positive_int("iterations", iterations)
+    iterations = check_int("iterations", iterations)
     delta = _real("delta", delta, low=0.0, high=1.0)
-    if delta <= -math.expm1(iterations * math.log1p(-round_delta)):
-        raise ValueError(
-            f"delta must exceed 1 - (1 - round_delta)^iterations = {-math.expm1(iterations * math.log1p(-round_delta)):.3g}, got {delta!r}"
-        )
+    floor = -math.expm1(iterations * math.log1p(-round_delta))
+    if delta <= floor:
+        raise ValueError(f"delta must exceed 1 - (1 - round_delta)^iterations = {floor:.3g}, got {delta!r}")
     pld = pld_lib.from_privacy_parameters(
         dp_common.DifferentialPrivacyParameters(round_epsilon, round_delta), value_discretization_interval=_PLD_INTERVAL
     )
@@ -101,8 +96,10 @@ def calibrate_round_epsilon(
     """
     epsilon = _real("epsilon", epsilon, low=0.0)
     delta = _real("delta", delta, low=0.0, high=1.0)
-    iterations = _positive_int("iterations", iterations)
-    round_delta = delta / (2.0 * iterations) if round_delta is None else _real("round_delta", round_delta, low=0.0, high=1.0)
+    iterations = check_int("iterations", iterations)
+    if round_delta is None:
+        round_delta = delta / (2.0 * iterations)
+    round_delta = _real("round_delta", round_delta, low=0.0, high=1.0)
     lo, hi = 0.0, min(epsilon, _MAX_ROUND_EPSILON)
     if composed_epsilon(hi, round_delta, iterations, delta) <= epsilon:
         return hi
@@ -137,35 +134,65 @@ class ShufflePGD(Mechanism):
         L > 0, the l2 clipping norm of each per-sample gradient.
     radius : float
         S > 0, the constraint set is the ball ``{||theta|| <= S}``.
+    inputs : {"l2", "box"}
+        How each round's summation is accounted: ``"l2"`` (default) for the clipped
+        gradients' l2 ball, or ``"box"`` (every coordinate moving fully: the
+        coordinate-wise composition, for comparison). Module docstring.
     relation : str
         Only ``"replace_one"`` (one user's sample replaced).
     """
 
     def __init__(
         self,
-        account,
+        account: Any,
         per_sample_gradient: GradientFn,
         rng: np.random.Generator,
         *,
         clip: float,
         radius: float,
+        inputs: str = "l2",
         relation: str = "replace_one",
     ) -> None:
         if not callable(per_sample_gradient):
             raise TypeError("per_sample_gradient must be callable: (theta, X, y) -> (n, d) array")
         if relation != "replace_one":
             raise ValueError(f"relation must be 'replace_one', got {relation!r}")
+        if inputs not in _INPUT_SETS:
+            raise ValueError(f"inputs must be one of {tuple(_INPUT_SETS)}, got {inputs!r}")
         self.account = account
         self.per_sample_gradient = per_sample_gradient
         self.rng = check_generator(rng)
         self.clip = _real("clip", clip, low=0.0)
         self.radius = _real("radius", radius, low=0.0)
         self.projection = BallProjection(self.radius)
+        self.inputs = inputs
         self.relation = relation
 
     def step_size(self, iterations: int) -> float:
         """Default step ``eta = 2S / (L sqrt(T))`` (module docstring: derivation)."""
-        return 2.0 * self.radius / (self.clip * math.sqrt(_positive_int("iterations", iterations)))
+        return 2.0 * self.radius / (self.clip * math.sqrt(check_int("iterations", iterations)))
+
+    def round_noise_bits(self, n: int, d: int, round_epsilon: float, round_delta: float,
+                         levels: int | None = None) -> int:
+        """Fair noise bits per user and coordinate of one round's summation of ``n`` clipped ``d``-gradients.
+
+        The exact accountant's calibration to ``(round_epsilon, round_delta)`` for this
+        optimiser's input set; ``levels`` defaults to ``max(ceil(2 sqrt n), d, 4)``.
+        """
+        levels = default_levels(n, d) if levels is None else check_int("levels", levels)
+        max_shift, l2_shift = INPUT_SHIFTS[_INPUT_SETS[self.inputs]]
+        return calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d,
+                                    max_shift=max_shift, l2_shift=l2_shift)
+
+    def round_noise_variance(self, n: int, d: int, round_epsilon: float, round_delta: float) -> float:
+        """Bound on each coordinate's variance of one round's gradient sum: ``(L/g)^2 n (1 + b)/4``.
+
+        Rounding (at most 1/4 per user) and ``b`` fair bits per user
+        (:meth:`mechanisms.shuffle.ShuffleVectorSum.variance_bound`); public, from the calibration.
+        """
+        levels = default_levels(n, d)
+        bits = self.round_noise_bits(n, d, round_epsilon, round_delta, levels)
+        return (self.clip / levels) ** 2 * n * (1.0 + bits) / 4.0
 
     def fit(
         self,
@@ -221,6 +248,32 @@ class ShufflePGD(Mechanism):
             averaging: the linear convergence of a well-conditioned smooth objective is
             kept while the noise of the last half is averaged), or the last iterate.
         """
+        X, y, theta = self._check_data(X, y, theta0)
+        n, d = X.shape
+        iterations = check_int("iterations", iterations)
+        eta = self.step_size(iterations) if lr is None else _real("lr", lr, low=0.0)
+        levels = default_levels(n, d) if levels is None else check_int("levels", levels)
+        if method not in ("counts", "messages"):
+            raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
+        if average not in _FIRST_KEPT:
+            raise ValueError(f"average must be 'all', 'suffix' or 'last', got {average!r}")
+        projection = self.projection if preconditioner is None else MetricProjection(self.projection, preconditioner)
+        metric = None if preconditioner is None else projection.M
+        noise_bits = self.round_noise_bits(n, d, round_epsilon, round_delta, levels)
+        receipt = self._charge_run(n, d, iterations, round_epsilon, round_delta, delta, levels, noise_bits, partition)
+        first_kept = _FIRST_KEPT[average](iterations)
+        iterate_sum = np.zeros(d)
+        for it in range(iterations):
+            if it >= first_kept:
+                iterate_sum += theta
+            g_hat = run_vector_summation(self._clipped_gradients(theta, X, y), self.clip, levels, noise_bits,
+                                         self.rng, method=method) / n
+            theta = projection(theta - eta * (g_hat if metric is None else metric @ g_hat))
+        return self._release(theta if average == "last" else iterate_sum / (iterations - first_kept), receipt)
+
+    def _check_data(self, X: np.ndarray, y: np.ndarray,
+                    theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X, y, theta0)`` as finite float arrays of shapes (n, d), (n,), (d,); theta0 inside the ball."""
         X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
         if X.ndim != 2 or X.shape[0] < 2:
@@ -230,47 +283,36 @@ class ShufflePGD(Mechanism):
             raise ValueError(f"y must have shape ({n},), got {y.shape}")
         if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
             raise ValueError("X and y must be finite (no NaN or infinity)")
-        iterations = _positive_int("iterations", iterations)
-        eta = self.step_size(iterations) if lr is None else _real("lr", lr, low=0.0)
         theta = np.zeros(d) if theta0 is None else np.asarray(theta0, dtype=float).copy()
         if theta.shape != (d,) or not np.all(np.isfinite(theta)):
             raise ValueError(f"theta0 must be a finite vector of shape ({d},)")
         if np.linalg.norm(theta) > self.radius * (1 + 1e-12):
             raise ValueError(f"theta0 must lie in the ball of radius {self.radius}")
-        levels = default_levels(n, d) if levels is None else _positive_int("levels", levels)
-        if method not in ("counts", "messages"):
-            raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
-        if average not in ("all", "suffix", "last"):
-            raise ValueError(f"average must be 'all', 'suffix' or 'last', got {average!r}")
-        projection = self.projection if preconditioner is None else MetricProjection(self.projection, preconditioner)
-        metric = None if preconditioner is None else projection.M
+        return X, y, theta
+
+    def _charge_run(self, n: int, d: int, iterations: int, round_epsilon: float, round_delta: float, delta: float,
+                    levels: int, noise_bits: int, partition: str | None) -> Receipt:
+        """Charge ``ApproxDP(eps_total, delta)`` of the whole run (raises before any draw)."""
         total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
-        noise_bits = calibrate_noise_bits(n, float(round_epsilon), float(round_delta), levels, coordinates=d)
         charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
-        receipt = self._charge(
+        return self._charge(
             ApproxDP(charged_eps, delta),
             mechanism="ShufflePGD",
             relation=self.relation,
             partition=partition,
             note=(
                 f"P_GD: T={iterations} rounds at (eps0={round_epsilon}, delta0={round_delta}) composed by "
-                f"PLD; n={n}, d={d}, clip={self.clip}, radius={self.radius}, levels={levels}, noise_bits={noise_bits}"
+                f"PLD; n={n}, d={d}, clip={self.clip}, radius={self.radius}, levels={levels}, noise_bits={noise_bits}, "
+                f"inputs={_INPUT_SETS[self.inputs]}"
             ),
         )
-        iterate_sum = np.zeros(d)
-        first_kept = {"all": 0, "suffix": iterations // 2, "last": iterations}[average]
-        for it in range(iterations):
-            if it >= first_kept:
-                iterate_sum += theta
-            grads = np.asarray(self.per_sample_gradient(theta, X, y), dtype=float)
-            if grads.shape != (n, d) or not np.all(np.isfinite(grads)):
-                raise ValueError(f"per_sample_gradient must return a finite array of shape ({n}, {d}), got {grads.shape}")
-            norms = np.linalg.norm(grads, axis=1, keepdims=True)
-            clipped = grads * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
-            clipped = np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
-            g_hat = run_vector_summation(clipped, self.clip, levels, noise_bits, self.rng, method=method) / n
-            step = g_hat if metric is None else metric @ g_hat
-            theta = projection(theta - eta * step)
-        if average == "last":
-            return self._release(theta, receipt)
-        return self._release(iterate_sum / (iterations - first_kept), receipt)
+
+    def _clipped_gradients(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Per-sample gradients at ``theta``, clipped to l2 norm ``clip`` (and each coordinate to [-L, L])."""
+        n, d = X.shape
+        grads = np.asarray(self.per_sample_gradient(theta, X, y), dtype=float)
+        if grads.shape != (n, d) or not np.all(np.isfinite(grads)):
+            raise ValueError(f"per_sample_gradient must return a finite array of shape ({n}, {d}), got {grads.shape}")
+        norms = np.linalg.norm(grads, axis=1, keepdims=True)
+        clipped = grads * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+        return np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L

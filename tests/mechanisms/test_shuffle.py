@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP
+from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP
 from mechanisms.shuffle import (
     ShuffleBitSum,
     ShuffleVectorSum,
@@ -56,7 +56,8 @@ def test_vector_messages_and_counts_match_the_exact_count_law(rounding_law):
         exact = np.convolve(exact, rounding_law(v, bound, levels))
     reps = 3000
     to_count = lambda z: np.rint((z[0] + n * bound) * levels / bound + bits * n / 2).astype(int)  # noqa: E731
-    by_messages = np.array([to_count(run_vector_summation(values, bound, levels, bits, rng, method="messages")) for _ in range(reps)])
+    by_messages = np.array([to_count(run_vector_summation(values, bound, levels, bits, rng, method="messages"))
+                            for _ in range(reps)])
     by_counts = np.array([to_count(run_vector_summation(values, bound, levels, bits, rng)) for _ in range(reps)])
     assert _gof_pvalue(by_messages, exact) > 1e-3
     assert _gof_pvalue(by_counts, exact) > 1e-3
@@ -152,7 +153,12 @@ def test_release_charges_approx_dp_with_the_relation():
     rng = np.random.default_rng(29)
     account = _account(10.0, 0.01)
     mech = ShuffleVectorSum(account, 50, (2,), 1.0, rng, epsilon=1.0, delta=1e-6)
-    assert vector_sum_delta(50, mech.noise_bits, mech.levels, 1.0, 2) <= 1e-6
+    # inputs="l2" (default): vectors of norm <= 1, composed under the per-rank shift bound (2g, floor(sqrt(2) g) + 1)
+    assert vector_sum_delta(50, mech.noise_bits, mech.levels, 1.0, 2, max_shift=2.0, l2_shift=2.0) <= 1e-6
+    assert vector_sum_delta(50, mech.noise_bits, mech.levels, 1.0, 2) > 1e-6  # too few bits for the box
+    box = ShuffleVectorSum(account, 50, (2,), 1.0, rng, epsilon=1.0, delta=1e-6, inputs="box")
+    assert vector_sum_delta(50, box.noise_bits, box.levels, 1.0, 2) <= 1e-6 < vector_sum_delta(
+        50, box.noise_bits - 1, box.levels, 1.0, 2)
     release = mech.release(np.zeros((50, 2)))
     assert release.receipt.cost == ApproxDP(1.0, 1e-6)
     assert release.receipt.relation == "replace_one"
@@ -227,6 +233,14 @@ def test_bad_input_raises_naming_the_argument():
         mech.release(np.zeros((3, 2, 2)))
     with pytest.raises(ValueError, match="bound"):
         mech.release(np.full((4, 2, 2), 1.5))
+    with pytest.raises(ValueError, match="positive semidefinite"):  # inputs="l2": PSD, trace <= bound
+        mech.release(np.array([[[0.0, 0.5], [0.5, 0.0]]] * 4))
+    with pytest.raises(ValueError, match="trace <= bound"):
+        mech.release(np.array([np.eye(2) * 0.6] * 4))
+    with pytest.raises(ValueError, match="l2 norm <= bound"):
+        ShuffleVectorSum(account, 4, (2,), 1.0, rng, epsilon=5.0, delta=1e-3).release(np.full((4, 2), 0.8))
+    with pytest.raises(ValueError, match="inputs"):
+        ShuffleVectorSum(account, 4, (2,), 1.0, rng, epsilon=5.0, delta=1e-3, inputs="linf")
     with pytest.raises(ValueError, match="finite"):
         mech.release(np.full((4, 2, 2), np.nan))
     with pytest.raises(ValueError, match="method"):
@@ -259,3 +273,17 @@ def test_partition_keys_compose_by_max():
     with pytest.raises(BudgetExceeded):
         mech.release(np.zeros((50, 2)), partition="batch-1")
     assert rng.bit_generator.state == state
+
+
+def test_box_inputs_accept_what_l2_refuses_and_cost_more_noise():
+    """inputs="box" keeps the coordinate-wise composition: any entries in [-L, L], more noise bits."""
+    rng = np.random.default_rng(47)
+    account = _account()
+    box = ShuffleVectorSum(account, 40, (3, 3), 1.0, rng, epsilon=4.0, delta=1e-5, inputs="box")
+    l2 = ShuffleVectorSum(account, 40, (3, 3), 1.0, rng, epsilon=4.0, delta=1e-5)
+    assert (box.input_set, l2.input_set) == ("box", "psd_trace")
+    assert l2.levels == box.levels and l2.noise_bits < box.noise_bits / 5
+    not_psd = np.broadcast_to(np.array([[0.0, 0.9, -0.9], [0.9, 1.0, 0.2], [-0.9, 0.2, -1.0]]), (40, 3, 3))
+    assert box.release(not_psd).value.shape == (3, 3)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        l2.release(not_psd)

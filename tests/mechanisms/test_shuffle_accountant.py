@@ -11,7 +11,6 @@ from scipy import stats
 
 from mechanisms import shuffle_accountant as acc
 
-
 # --------------------------------------------------------------------------- helpers (slow references)
 
 
@@ -28,7 +27,7 @@ def _brute_count_laws(others: tuple[int, ...], gamma: float) -> tuple[dict, dict
         q = [gamma / 2 + (1 - gamma) * b for b in bits]
         law: dict[int, float] = {}
         for y in itertools.product((0, 1), repeat=len(bits)):
-            prob = math.prod(qi if yi else 1 - qi for qi, yi in zip(q, y))
+            prob = math.prod(qi if yi else 1 - qi for qi, yi in zip(q, y, strict=True))
             law[sum(y)] = law.get(sum(y), 0.0) + prob
         laws.append(law)
     return laws[0], laws[1]
@@ -45,7 +44,7 @@ def _brute_enhanced_view(others: tuple[int, ...], gamma: float) -> tuple[dict, d
             own_bit = first if own[0] == "keep" else own[1]
             for rest in itertools.product(outcomes, repeat=len(others)):
                 prob = weight[own[0]] * math.prod(weight[r[0]] for r in rest)
-                count = own_bit + sum(b if r[0] == "keep" else r[1] for b, r in zip(others, rest))
+                count = own_bit + sum(b if r[0] == "keep" else r[1] for b, r in zip(others, rest, strict=True))
                 key = (tuple(r[0] == "rand" for r in rest), count)
                 law[key] = law.get(key, 0.0) + prob
         laws.append(law)

@@ -64,7 +64,8 @@ def _noiseless_pgd(X, y, iterations, lr, radius, clip):
 def test_converges_on_a_small_logistic_problem():
     rng = np.random.default_rng(2026)
     X, y = _logistic_problem(rng)
-    optimum = optimize.minimize(_loss, np.zeros(3), args=(X, y), jac=lambda t, X, y: _per_sample_gradient(t, X, y).mean(0)).x
+    mean_gradient = lambda t, X, y: _per_sample_gradient(t, X, y).mean(0)  # noqa: E731
+    optimum = optimize.minimize(_loss, np.zeros(3), args=(X, y), jac=mean_gradient).x
     assert np.linalg.norm(optimum) < 3.0  # the unconstrained optimum is feasible
     gap0 = _loss(np.zeros(3), X, y) - _loss(optimum, X, y)
     account = Ledger(ApproxDP(10, 1e-3)).split({"optimizer": 1})["optimizer"]
@@ -128,7 +129,8 @@ def test_default_step_size_and_reproducibility():
 def test_clips_large_gradients_instead_of_failing():
     X, y = _logistic_problem(np.random.default_rng(4), n=200, d=2)
     account = Ledger(ApproxDP(50, 0.01)).split({"o": 1})["o"]
-    pgd = ShufflePGD(account, lambda t, X, y: 1e6 * _per_sample_gradient(t, X, y), np.random.default_rng(0), clip=1.0, radius=2.0)
+    pgd = ShufflePGD(account, lambda t, X, y: 1e6 * _per_sample_gradient(t, X, y), np.random.default_rng(0),
+                     clip=1.0, radius=2.0)
     value = pgd.fit(X, y, iterations=3, round_epsilon=1.0, round_delta=1e-7, delta=1e-5).value
     assert np.linalg.norm(value) <= 2.0 + 1e-12
 
@@ -164,3 +166,23 @@ def test_bad_input_raises_naming_the_argument():
     with pytest.raises(ValueError, match="method"):
         pgd.fit(X, y, method="fast", **kwargs)
     assert account.spent == ApproxDP(0, 0)
+
+
+def test_rounds_are_calibrated_for_the_clipped_l2_ball():
+    """inputs="l2": each round's bits meet (eps0, delta0) for the l2 ball of radius clip, fewer than the box's."""
+    from mechanisms.shuffle_accountant import default_levels, vector_sum_delta
+
+    account = Ledger(ApproxDP(50, 0.01)).split({"o": 1})["o"]
+    rng = np.random.default_rng(10)
+    n, d, eps0, delta0 = 400, 5, 0.5, 1e-7
+    l2 = ShufflePGD(account, _per_sample_gradient, rng, clip=1.0, radius=1.0)
+    box = ShufflePGD(account, _per_sample_gradient, rng, clip=1.0, radius=1.0, inputs="box")
+    g = default_levels(n, d)
+    bits, box_bits = l2.round_noise_bits(n, d, eps0, delta0), box.round_noise_bits(n, d, eps0, delta0)
+    assert vector_sum_delta(n, bits, g, eps0, d, max_shift=2.0, l2_shift=2.0) <= delta0
+    assert vector_sum_delta(n, bits, g, eps0, d) > delta0  # not enough for every coordinate moving fully
+    assert vector_sum_delta(n, box_bits, g, eps0, d) <= delta0 < vector_sum_delta(n, box_bits - 1, g, eps0, d)
+    assert bits < 0.6 * box_bits
+    assert l2.round_noise_variance(n, d, eps0, delta0) == pytest.approx((1.0 / g) ** 2 * n * (1 + bits) / 4)
+    with pytest.raises(ValueError, match="inputs"):
+        ShufflePGD(account, _per_sample_gradient, rng, clip=1.0, radius=1.0, inputs="linf")
