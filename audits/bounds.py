@@ -54,8 +54,8 @@ def _check_confidence(confidence: float) -> float:
     return check_probability("confidence", confidence)
 
 
-def _check_delta(delta: float) -> float:
-    """δ of a bound: 0 (pure DP) is allowed here, unlike a mechanism's δ in (0, 1)."""
+def _bound_delta(delta: float) -> float:
+    """δ of a bound, in [0, 1): 0 (pure DP) is allowed here, unlike a mechanism's δ in (0, 1)."""
     return check_real("delta", delta, 0.0, 1.0, high_open=True)
 
 
@@ -100,7 +100,7 @@ def epsilon_from_rates(fpr: float, fnr: float, delta: float = 0.0) -> float:
     confidence bounds on the rates this is the certified bound; used with
     exact rates it is the ε the test reveals.
     """
-    delta = _check_delta(delta)
+    delta = _bound_delta(delta)
     fpr, fnr = _check_rate("fpr", fpr), _check_rate("fnr", fnr)
     best = 0.0
     for numerator_rate, denominator_rate in ((fnr, fpr), (fpr, fnr)):
@@ -236,7 +236,7 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
         The null hypothesis: the mechanism is (ε, δ)-DP.
     """
     _check_one_run(canaries, guesses, correct)
-    delta = _check_delta(delta)
+    delta = _bound_delta(delta)
     epsilon = check_real("epsilon", epsilon, 0.0)
     q = special.expit(epsilon)
     tail = float(stats.binom.sf(correct - 1, guesses, q))
@@ -275,7 +275,7 @@ def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *,
     """
     alpha = 1.0 - _check_confidence(confidence)
     _check_one_run(canaries, guesses, correct)
-    delta = _check_delta(delta)
+    delta = _bound_delta(delta)
 
     def rejected(eps: float) -> bool:
         return one_run_p_value(canaries, guesses, correct, eps, delta) <= alpha
