@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 
-
 import numpy as np
 
 from dpglm.bai.characteristic_time import characteristic_time
@@ -35,7 +34,8 @@ def main() -> None:
             res = make(eps).run(runs, np.random.default_rng(0), max_steps=10**8)
             sec = time.perf_counter() - start
             steps = int(res.stopping_times.sum())
-            print(f"{name:<16} {eps:>8.3g} {runs:>5} {res.stopping_times.mean():>10.3g} {steps:>10.3g} {sec:>8.2f} {steps / sec:>10.3g}")
+            print(f"{name:<16} {eps:>8.3g} {runs:>5} {res.stopping_times.mean():>10.3g} {steps:>10.3g} "
+                  f"{sec:>8.2f} {steps / sec:>10.3g}")
     rng = np.random.default_rng(1)
     n = 100_000
     m = np.sort(rng.uniform(0, 1, (n, 2)), axis=1)

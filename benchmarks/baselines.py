@@ -50,7 +50,8 @@ def main() -> int:
     parser.add_argument("--S", nargs="+", type=float, default=[2.0, 2.5, 3.0])
     args = parser.parse_args()
 
-    header = f"{'algorithm':<12} {'S':>4} {'kappa':>7} {'regret':>9} {'± sd':>7} {'paper':>8} {'diff':>7} {'wall s/run':>10} {'cpu s/run':>9} {'paper s/run':>11}"
+    header = (f"{'algorithm':<12} {'S':>4} {'kappa':>7} {'regret':>9} {'± sd':>7} {'paper':>8} {'diff':>7} "
+              f"{'wall s/run':>10} {'cpu s/run':>9} {'paper s/run':>11}")
     print(f"probit d=3 K=20 T={args.horizon} delta={args.delta}, {args.seeds} seeds per cell")
     print(header)
     print("-" * len(header))

@@ -9,7 +9,8 @@ Run by hand: ``python -m benchmarks.dpsgd`` (about a minute on an idle 2-core ma
 2. Excess empirical risk F(θ_priv) − F(θ̂) of the mean logistic NLL on 5000 points,
    d = 5 (θ* uniform on the sphere of radius 3, contexts uniform in the unit ball, as in
    the paper's Fig. 1), θ̂ the non-private optimum over the ball ‖θ‖ ≤ 3 (Newton,
-   with the KKT multiplier found by root-finding when the ball binds), at ρ ∈ {0.01, 0.1, 1} (replace-one zCDP), clip C = 1 (never binds: ‖x‖ ≤ 1),
+   with the KKT multiplier found by root-finding when the ball binds), at ρ ∈ {0.01, 0.1, 1}
+   (replace-one zCDP), clip C = 1 (never binds: ‖x‖ ≤ 1),
    lr = 20 (≈ 1/L for isotropic unit-ball contexts, a public choice), several step counts;
    the rows ρ = 10⁶ are the optimisation error alone (both engines give the same θ; the
    vectorised one is used here for speed).
@@ -25,8 +26,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit
 
-
-from accounting import Ledger, ZCDP
+from accounting import ZCDP, Ledger
 from mechanisms.optim import DPSGD, BallProjection, EllipsoidProjection
 from mechanisms.optim.dpsgd import ENGINES
 
@@ -91,7 +91,8 @@ def time_fits() -> None:
         "ellipsoid": EllipsoidProjection(np.zeros(DIM), V, 2.0),
     }
     print("time per DPSGD.fit (full batch, d = 5, median of 7)")
-    print(f"{'engine':>10} {'n':>6} {'steps':>6} {'projection':>10} {'wall ms/fit':>12} {'cpu ms/fit':>11} {'cpu ms/step':>12}")
+    print(f"{'engine':>10} {'n':>6} {'steps':>6} {'projection':>10} {'wall ms/fit':>12} {'cpu ms/fit':>11} "
+          f"{'cpu ms/step':>12}")
     for engine in ENGINES:
         optimizer = DPSGD(big_account(), "logistic", np.random.default_rng(2), clip=1.0, engine=engine)
         optimizer.fit(X[:50], y[:50], cost=ZCDP(1), steps=3, lr=20.0, projection=projections["ball"])  # warm-up

@@ -22,7 +22,8 @@ from accounting import GDP, ZCDP, ApproxDP, Ledger
 def charges_per_second(n_charges: int, journal: str | None, partitions: int, currency: str = "zcdp") -> float:
     """Time ``n_charges`` granted charges on the paper's optimizer account in ``currency`` (zcdp, gdp, rdp)."""
     ledger = Ledger(ApproxDP(4, 0.02), journal=journal)
-    accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1}, currency={"tree": "zcdp", "optimizer": currency})
+    accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1},
+                            currency={"tree": "zcdp", "optimizer": currency})
     optimizer = accounts["optimizer"]
     if currency == "gdp":
         cost = GDP.from_mu_squared(optimizer.budget.mu_squared / Fraction(n_charges + 1))
@@ -46,7 +47,8 @@ def main() -> None:
         ("in memory", args.memory, charges_per_second(args.memory, None, 0)),
         ("in memory, 16 partitions", args.memory, charges_per_second(args.memory, None, 16)),
         ("in memory, gdp account", args.memory, charges_per_second(args.memory, None, 0, "gdp")),
-        ("in memory, rdp account (156 orders)", args.memory // 10, charges_per_second(args.memory // 10, None, 0, "rdp")),
+        ("in memory, rdp account (156 orders)", args.memory // 10,
+         charges_per_second(args.memory // 10, None, 0, "rdp")),
     ]
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "bench.db")

@@ -14,8 +14,7 @@ import time
 
 import numpy as np
 
-
-from accounting import Ledger, ZCDP
+from accounting import ZCDP, Ledger
 from mechanisms import BinaryTreeMechanism, SquareRootFactorizationMechanism
 
 HORIZON = 5000
