@@ -1,4 +1,7 @@
-"""Noise coupling of the joint-DP bandit: bit-identical actions for the real policy, not for one reading the exact Gram matrix."""
+"""Noise coupling of the joint-DP bandit.
+
+Bit-identical actions for the real policy, not for one reading the exact Gram matrix.
+"""
 
 import numpy as np
 import pytest

@@ -94,7 +94,7 @@ def test_gdp_mu_bound_covers_true_mu_with_stated_confidence():
     rate = stats.norm.sf(mu / 2)
     fps = rng.binomial(n, rate, size=repeats)
     fns = rng.binomial(n, rate, size=repeats)
-    bounds = np.array([gdp_mu_lower_bound(int(a), n, int(b), n) for a, b in zip(fps, fns)])
+    bounds = np.array([gdp_mu_lower_bound(int(a), n, int(b), n) for a, b in zip(fps, fns, strict=True)])
     assert np.mean(bounds > mu) <= 0.06
     # and is not vacuous: the median bound is within 15 % of μ at this run count.
     assert np.median(bounds) > 0.85 * mu

@@ -47,8 +47,8 @@ def test_family_confidence_is_bonferroni_over_the_real_rows_only():
     levels = family_confidence(tasks)
     real = sum(spec.expected == "consistent" for spec, _ in tasks)
     assert real > 30
-    for (spec, _), level in zip(tasks, levels):
+    for (spec, _), level in zip(tasks, levels, strict=True):
         assert level == (1 - 0.05 / real if spec.expected == "consistent" else 0.95)
     # Union bound: the real rows' false-alarm probabilities sum to at most 5 %.
-    assert sum(1 - level for (spec, _), level in zip(tasks, levels) if spec.expected == "consistent") \
+    assert sum(1 - level for (spec, _), level in zip(tasks, levels, strict=True) if spec.expected == "consistent") \
         <= 0.05 + 1e-12

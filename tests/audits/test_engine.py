@@ -27,7 +27,8 @@ def test_sample_is_its_chunks_on_spawned_generators_wherever_computed():
     sizes = [300, 300, 300, 100]
     # Reference written out: one generator spawned per chunk, chunks concatenated in order.
     children = np.random.default_rng(5).spawn(len(sizes))
-    expected = np.concatenate([audit.scores(1, size, child).reshape(size, -1) for size, child in zip(sizes, children)])
+    expected = np.concatenate([audit.scores(1, size, child).reshape(size, -1)
+                               for size, child in zip(sizes, children, strict=True)])
     np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
     audit.n_jobs = 2
     np.testing.assert_array_equal(audit.sample(1, 1000, np.random.default_rng(5)), expected)
@@ -98,7 +99,7 @@ def test_an_audit_is_pickled_as_its_recipe_without_its_ledger(build, ledgers_unp
     # Several chunks over two worker processes: the numbers of the in-process chunks.
     sizes = [40, 40, 20]
     expected = np.concatenate([audit.scores(0, n, g).reshape(n, -1)
-                               for n, g in zip(sizes, np.random.default_rng(4).spawn(3))])
+                               for n, g in zip(sizes, np.random.default_rng(4).spawn(3), strict=True)])
     np.testing.assert_array_equal(audit.sample(0, 100, np.random.default_rng(4)), expected)
 
 

@@ -22,7 +22,7 @@ def test_kiefer_wolfowitz_bound_holds_on_random_arm_sets(rng):
     np.testing.assert_allclose(design.weights.sum(axis=-1), 1.0)
     assert np.all(design.weights >= 0)
     # Paper §4.2: max_x xᵀ(εI + E yyᵀ)⁻¹x ≤ d, recomputed here from scratch.
-    for a, w in zip(arms[:20], design.weights[:20]):
+    for a, w in zip(arms[:20], design.weights[:20], strict=True):
         A = 1e-3 * np.eye(5) + (a.T * w) @ a
         lev = np.einsum("ki,ij,kj->k", a, np.linalg.inv(A), a)
         assert lev.max() <= 5 * (1 + 1e-3)

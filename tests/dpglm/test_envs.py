@@ -56,7 +56,7 @@ def test_regret_by_hand_and_reward_coupling():
     env2 = StochasticContextEnv(LOGISTIC, d=2, n_arms=3, S=2.0, horizon=5, rng=np.random.default_rng(7))
     other = FixedSequence(2, choices)
     run_policy(other, env2)
-    for a, b in zip(policy.seen, other.seen):
+    for a, b in zip(policy.seen, other.seen, strict=True):
         np.testing.assert_array_equal(a, b)
     assert policy.got == other.got
 
@@ -184,14 +184,16 @@ def test_blocks_are_the_spawned_children_of_the_context_and_reward_streams():
     _, context_rng, reward_rng = np.random.default_rng(11).spawn(3)
     blocks = context_rng.bit_generator.seed_seq.spawn(3)
     sizes = [BLOCK_ROUNDS, BLOCK_ROUNDS, 100]
-    expected = np.concatenate([sample_unit_ball(np.random.default_rng(s), (n, K), d) for s, n in zip(blocks, sizes)])
+    expected = np.concatenate([sample_unit_ball(np.random.default_rng(s), (n, K), d)
+                               for s, n in zip(blocks, sizes, strict=True)])
     np.testing.assert_array_equal(env.context_sequence, expected)
     uniforms = np.concatenate([np.random.default_rng(s).random((n, K))
-                               for s, n in zip(reward_rng.bit_generator.seed_seq.spawn(3), sizes)])
+                               for s, n in zip(reward_rng.bit_generator.seed_seq.spawn(3), sizes, strict=True)])
     choices = [t % K for t in range(T)]
     record = run_policy_record(FixedSequence(d, choices), env)
     means = PROBIT.mu(np.einsum("tkd,d->tk", expected, env.theta_star))
-    np.testing.assert_array_equal(record.rewards, (uniforms[np.arange(T), choices] < means[np.arange(T), choices]) * 1.0)
+    rounds = np.arange(T)
+    np.testing.assert_array_equal(record.rewards, (uniforms[rounds, choices] < means[rounds, choices]) * 1.0)
     assert env.kappa == kappa(PROBIT, env.theta_star, expected)
     np.testing.assert_array_equal(env.context_window(BLOCK_ROUNDS - 3, BLOCK_ROUNDS + 2),
                                   expected[BLOCK_ROUNDS - 3: BLOCK_ROUNDS + 2])

@@ -53,7 +53,7 @@ def test_a_step_past_the_plan_raises_before_any_noise(run):
     torch.nn.functional.binary_cross_entropy_with_logits(model(xb).view(-1), yb).backward()
     with pytest.raises(PlanExhausted, match="past the 40 steps"):
         optimizer.step()
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 def test_a_run_that_does_not_fit_is_refused_and_left_unguarded():

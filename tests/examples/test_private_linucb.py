@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accounting import Ledger, ZCDP
+from accounting import ZCDP, Ledger
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "private_linucb.py"
 
