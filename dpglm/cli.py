@@ -14,6 +14,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: A command is a leaf (module path) or a group of named sub-commands.
 Command = str | tuple[tuple[str, "Command", str], ...]
@@ -59,7 +60,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print the usage block and exit
+    def error(self, message: str) -> NoReturn:  # argparse would print the usage block and exit
         raise UsageError(f"{self.prog}: {message}")
 
 

@@ -19,6 +19,7 @@ from accounting import (
     JournalMismatchError,
     Ledger,
 )
+from accounting.validation import check_int, check_positive, check_probability
 
 SWITCHING_REASON = (
     "paper Lemma 6.1 (proof: Lemma J.5): the exploration indices T_o \\ {t} are "
@@ -44,14 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if not args.epsilon > 0 or not math.isfinite(args.epsilon):
-        raise ValueError(f"--epsilon must be > 0, got {args.epsilon}")
-    if not 0 < args.delta < 1:
-        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
-    if args.horizon < 1:
-        raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
-    if args.refits < 1:
-        raise ValueError(f"--refits must be >= 1, got {args.refits}")
+    check_positive("--epsilon", args.epsilon)
+    check_probability("--delta", args.delta)
+    check_int("--horizon", args.horizon)
+    check_int("--refits", args.refits)
     log = sys.stderr if args.json else sys.stdout
     with Ledger(ApproxDP(args.epsilon, args.delta), journal=args.journal) as ledger:
         accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1},
@@ -66,7 +63,9 @@ def _demo(args: argparse.Namespace) -> int:
         receipt = switching.charge_analysis(switching.remaining, reason=SWITCHING_REASON)
         print(f"switching: analysis charge {receipt.charged} ({SWITCHING_REASON})", file=log)
         # paper Alg. 2, lines 5 and 12: each DP-SGD refit charges the optimizer's zCDP filter.
-        per_refit = ZCDP(optimizer.budget.rho / args.refits)
+        budget = optimizer.budget
+        assert isinstance(budget, ZCDP)  # the split above gave the optimizer a zcdp currency
+        per_refit = ZCDP(budget.rho / args.refits)
         for k in range(1, args.refits + 2):
             try:
                 receipt = optimizer.charge(per_refit, mechanism="DPSGD", note=f"refit {k}")

@@ -19,9 +19,24 @@ import argparse
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-PANELS = {
+from accounting.validation import check_int, check_positive
+
+if TYPE_CHECKING:
+    from dpglm.experiments.sweep import Sweep
+
+class Panel(TypedDict):
+    """One panel of Figure 1: the instance, its horizon and its non-private curves."""
+
+    family: str
+    d: int
+    S: float
+    T: int
+    baselines: tuple[str, ...]
+
+
+PANELS: dict[str, Panel] = {
     "logistic": {"family": "logistic", "d": 5, "S": 3.5, "T": 15000,
                  "baselines": ("RS-GLinUCB", "ECOLog", "GLOC")},
     "probit": {"family": "probit", "d": 5, "S": 3.0, "T": 5000,
@@ -64,19 +79,17 @@ BASELINE_STYLE = {  # one colour and dash per algorithm, the same in both panels
 }
 
 
-def build_sweep(panel: str, args: argparse.Namespace):
+def build_sweep(panel: str, args: argparse.Namespace) -> Sweep:
     """The sweep of one panel."""
     from dpglm.experiments.sweep import Instance, Sweep
 
-    runs = args.runs if args.runs is not None else (1 if args.quick else 10)
-    if runs < 1:
-        raise ValueError(f"--runs must be >= 1, got {runs}")
+    runs = check_int("--runs", args.runs if args.runs is not None else (1 if args.quick else 10))
     spec = PANELS[panel]
-    horizon = args.horizon if args.horizon is not None else (300 if args.quick else spec["T"])
-    if horizon < 1:
-        raise ValueError(f"--horizon must be >= 1, got {horizon}")
-    if not args.epsilons or any(not (math.isfinite(e) and e > 0) for e in args.epsilons):
-        raise ValueError(f"--epsilons must be finite numbers > 0, got {args.epsilons}")
+    horizon = check_int("--horizon", args.horizon if args.horizon is not None else (300 if args.quick else spec["T"]))
+    if not args.epsilons:
+        raise ValueError("--epsilons must name at least one ε > 0")
+    for eps in args.epsilons:
+        check_positive("--epsilons", eps)
     baselines = spec["baselines"]
     if getattr(args, "baselines", None) is not None:
         baselines = tuple(b for b in baselines if b in args.baselines)

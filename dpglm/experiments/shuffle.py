@@ -146,7 +146,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else float("nan")
         table.append({"algorithm": key[0], "family": key[1], "d": key[2], "horizon": key[3], "epsilon": key[4],
                       "runs": n, "regret_mean": mean, "regret_se": se})
-    smallest = {}
+    smallest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for entry in table:
         k = (entry["algorithm"], entry["family"], entry["d"], entry["epsilon"])
         if k not in smallest or entry["horizon"] < smallest[k]["horizon"]:

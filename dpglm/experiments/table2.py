@@ -20,7 +20,12 @@ import argparse
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from accounting.validation import check_int
+
+if TYPE_CHECKING:
+    from dpglm.experiments.sweep import Sweep
 
 PAPER_KAPPA = {2.0: 18.39, 2.5: 56.44, 3.0: 222.15}
 """κ of the paper's Table 2 columns, by S."""
@@ -62,20 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
 
 
-def build_sweep(args: argparse.Namespace):
+def build_sweep(args: argparse.Namespace) -> Sweep:
     """The sweep of the paper's Table 2 (or of its quick smoke version); flags given win over --quick."""
     from dpglm.experiments.sweep import Instance, Sweep
 
-    runs = args.runs if args.runs is not None else (1 if args.quick else 10)
-    if runs < 1:
-        raise ValueError(f"--runs must be >= 1, got {runs}")
-    horizon = args.horizon if args.horizon is not None else (300 if args.quick else 5000)
-    if horizon < 1:
-        raise ValueError(f"--horizon must be >= 1, got {horizon}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    runs = check_int("--runs", args.runs if args.runs is not None else (1 if args.quick else 10))
+    horizon = check_int("--horizon", args.horizon if args.horizon is not None else (300 if args.quick else 5000))
+    check_int("--seed", args.seed, 0)
     private = tuple(f"Private-GLM:{p}" for p in args.presets)
-    baselines = ("RS-GLinUCB", "GLOC") if args.quick else ("GLM-UCB", "GLOC", "RS-GLinUCB")
+    baselines: tuple[str, ...] = ("RS-GLinUCB", "GLOC") if args.quick else ("GLM-UCB", "GLOC", "RS-GLinUCB")
     if getattr(args, "baselines", None) is not None:
         baselines = tuple(b for b in ("GLM-UCB", "GLOC", "RS-GLinUCB") if b in args.baselines)
     return Sweep(
@@ -136,7 +136,7 @@ def _row_order(key: tuple) -> tuple:
 
 def _checks(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paper's claims, evaluated on our numbers (each with pass/fail and the numbers)."""
-    by = defaultdict(dict)
+    by: dict[tuple[str, str, float], dict[float, dict[str, Any]]] = defaultdict(dict)
     for c in cells:
         by[(c["algorithm"], c["preset"], c["epsilon"])][c["S"]] = c
     checks = []
