@@ -71,3 +71,15 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="runs"):
         LaplaceAudit(1.0).run(5)
     assert math.isfinite(GaussianAudit(4.0).claim().epsilon)
+
+
+def test_wrong_kinds_are_type_errors_naming_the_argument():
+    # accounting.validation's rule: a bool, a string or a float count are the wrong kind, not a value out of range.
+    with pytest.raises(TypeError, match="epsilon"):
+        GaussianAudit(True)
+    with pytest.raises(TypeError, match="delta"):
+        GaussianAudit(1.0, delta="1e-5")
+    with pytest.raises(TypeError, match="runs"):
+        LaplaceAudit(1.0).run(100.0)
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0"):
+        LaplaceAudit(1.0).run(100, seed=-1)
