@@ -40,7 +40,8 @@ from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
-from accounting import Receipt
+from accounting import Chargeable, Cost, Receipt
+from accounting.validation import check_int
 from mechanisms.release import Release, _mint
 
 __all__ = ["Mechanism"]
@@ -91,25 +92,26 @@ class Mechanism(metaclass=_Constructed):
     """
 
     _MUTABLE: ClassVar[tuple[str, ...]] = ()
+    #: The account every charge goes to (set by the subclass's ``__init__``; read-only afterwards).
+    account: Chargeable
 
     # -- charging and releasing -------------------------------------------------
 
-    def _charge(self, cost: object, *, releases: int = 1, account: object = None, **charge: Any) -> Receipt:
+    def _charge(self, cost: Cost, *, releases: int = 1, account: Chargeable | None = None, **charge: Any) -> Receipt:
         """Charge ``cost`` to ``account`` (default ``self.account``); the receipt covers ``releases`` releases.
 
         ``charge`` is passed to ``Account.charge`` (``mechanism``, ``relation``,
         ``partition``, ``note``). Raises ``accounting.BudgetExceeded`` if refused;
         then nothing is recorded, and the caller must not draw noise.
         """
-        if isinstance(releases, bool) or not isinstance(releases, (int, np.integer)) or releases < 1:
-            raise ValueError(f"releases must be an int >= 1 (the releases one charge covers), got {releases!r}")
+        releases = check_int("releases", releases, 1, why="the releases one charge covers")
         payer = self.account if account is None else account
         receipt = payer.charge(cost, **charge)
         grants = self.__dict__.get(_GRANTS)
         if grants is None:
             grants = {}
             object.__setattr__(self, _GRANTS, grants)
-        grants[id(receipt)] = [receipt, int(releases)]
+        grants[id(receipt)] = [receipt, releases]
         return receipt
 
     def _release(self, value: Any, receipt: Receipt) -> Release:
@@ -180,7 +182,7 @@ class Mechanism(metaclass=_Constructed):
     def __copy__(self) -> NoReturn:
         raise TypeError(f"a {type(self).__name__} cannot be copied: the copy would release again under the same charge")
 
-    def __deepcopy__(self, memo: dict) -> NoReturn:
+    def __deepcopy__(self, memo: dict[int, object]) -> NoReturn:
         self.__copy__()
 
     def __reduce_ex__(self, protocol: object) -> NoReturn:

@@ -39,6 +39,9 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
+
+from accounting.validation import check_int
 
 __all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_gaussian_gdp_mu", "discrete_laplace", "MAX_SCALE",
            "MAX_SIGMA2"]
@@ -51,22 +54,12 @@ _INT64_SAFE = 2**62
 _UNIT = 2.0**-53
 
 
-def _check_count(size: object) -> int:
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-        raise ValueError(f"size must be an int >= 0, got {size!r}")
-    return int(size)
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value}")
-    return value
-
-
-def _coin(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int, k: int) -> np.ndarray:
+def _coin(rng: np.random.Generator, p: IntArray, q: IntArray | int, k: int) -> BoolArray:
     """Bernoulli(p/(qK)) for integer arrays 0 ≤ p ≤ q (exact uniform integers)."""
     qmax = int(np.max(q)) if np.ndim(q) else int(q)
     if qmax * k < _INT64_SAFE:
@@ -75,7 +68,7 @@ def _coin(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int, k: int) 
     return first & (rng.integers(0, q) < p)
 
 
-def bernoulli_exp(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int) -> np.ndarray:
+def bernoulli_exp(rng: np.random.Generator, p: npt.ArrayLike, q: npt.ArrayLike) -> BoolArray:
     """Exact Bernoulli(exp(−p/q)) for integer arrays 0 ≤ p ≤ q, 1 ≤ q < 2^62 (CKS 2020, Algorithm 1).
 
     Parameters
@@ -89,22 +82,24 @@ def bernoulli_exp(rng: np.random.Generator, p: np.ndarray, q: np.ndarray | int) 
     numpy.ndarray of bool
     """
     shape = np.shape(p)
-    p = np.asarray(p, dtype=np.int64).reshape(-1)
-    scalar = not np.ndim(q)
-    q = int(q) if scalar else np.asarray(q, dtype=np.int64).reshape(-1)
-    heads = _coin(rng, p, q, 1)
+    numerators = np.asarray(p, dtype=np.int64).reshape(-1)
+    denominators: IntArray | int = (
+        int(np.asarray(q, dtype=np.int64)) if not np.ndim(q) else np.asarray(q, dtype=np.int64).reshape(-1)
+    )
+    heads = _coin(rng, numerators, denominators, 1)
     out = ~heads  # a first tail stops at K = 1 (odd): accept
     index = np.flatnonzero(heads)
     k = 2
     while index.size:
-        heads = _coin(rng, p[index], q if scalar else q[index], k)
+        q_index = denominators if isinstance(denominators, int) else denominators[index]
+        heads = _coin(rng, numerators[index], q_index, k)
         out[index[~heads]] = (k % 2) == 1
         index = index[heads]
         k += 1
     return out.reshape(shape)
 
 
-def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
+def _geometric_exp1(rng: np.random.Generator, n: int) -> IntArray:
     """Number of Bernoulli(e⁻¹) successes before the first failure: P(V = v) = (1 − e⁻¹) e^{−v}."""
     count = np.zeros(n, dtype=np.int64)
     alive = np.arange(n)
@@ -116,7 +111,7 @@ def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
     return count
 
 
-def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> np.ndarray:
+def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> IntArray:
     """``size`` i.i.d. draws with P(Y = y) = tanh(1/(2t))·exp(−|y|/t) on ℤ, t = ``scale`` (CKS 2020, Alg. 2).
 
     Also called the two-sided geometric distribution. Exact: integer arithmetic only.
@@ -133,8 +128,8 @@ def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> np.ndar
     -------
     numpy.ndarray of int64, shape (size,)
     """
-    t = _check_int("scale", scale, 1, MAX_SCALE)
-    n = _check_count(size)
+    t = check_int("scale", scale, 1, MAX_SCALE)
+    n = check_int("size", size, 0)
     out = np.empty(n, dtype=np.int64)
     filled = 0
     while filled < n:
@@ -158,7 +153,7 @@ def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> np.ndar
 _REL = 2.0**-48
 
 
-def _gamma_interval(magnitude: np.ndarray, t: int, sigma2: int) -> tuple[np.ndarray, np.ndarray]:
+def _gamma_interval(magnitude: IntArray, t: int, sigma2: int) -> tuple[FloatArray, FloatArray]:
     """An interval [lo, hi] ∋ γ = (|Y| − S/t)²/(2S), from float64 with a rigorous error bound.
 
     For |Y|, t < 2^53 (exact as floats) and S < 2^63 (relative error ≤ 2⁻⁵³ as a float):
@@ -216,7 +211,7 @@ def _exact_bernoulli_exp(rng: np.random.Generator, gamma: Fraction, start_k: int
         k += 1
 
 
-def _survive_whole(rng: np.random.Generator, whole: np.ndarray) -> np.ndarray:
+def _survive_whole(rng: np.random.Generator, whole: IntArray | FloatArray) -> BoolArray:
     """Do all of ``whole[i]`` independent Bernoulli(e⁻¹) factors succeed? (The integer part of exp(−γ).)"""
     alive = np.ones(whole.size, dtype=bool)
     pending = np.flatnonzero(whole > 0)
@@ -229,8 +224,8 @@ def _survive_whole(rng: np.random.Generator, whole: np.ndarray) -> np.ndarray:
     return alive
 
 
-def _accept_gaussian(rng: np.random.Generator, magnitude: np.ndarray, t: int, sigma2: int,
-                     widen: float = 0.0) -> np.ndarray:
+def _accept_gaussian(rng: np.random.Generator, magnitude: IntArray, t: int, sigma2: int,
+                     widen: float = 0.0) -> BoolArray:
     """Bernoulli(exp(−γ)), γ = (|Y|t − S)²/(2St²), per element, exact.
 
     Three routes, each exact: all-integer when 2St² and the numerator fit in int64
@@ -275,7 +270,8 @@ def _accept_gaussian(rng: np.random.Generator, magnitude: np.ndarray, t: int, si
         tails = cell * _UNIT >= bound_hi
         unsure = ~(heads | tails)
         if unsure.any():
-            resume.extend(zip(fast[index[unsure]].tolist(), [k] * int(unsure.sum()), cell[unsure].tolist()))
+            unsure_count = int(unsure.sum())
+            resume.extend(zip(fast[index[unsure]].tolist(), [k] * unsure_count, cell[unsure].tolist(), strict=True))
         accept[fast[index[tails]]] = k % 2 == 1
         index, lo, hi = index[heads], lo[heads], hi[heads]
         k += 1
@@ -289,7 +285,7 @@ def _accept_gaussian(rng: np.random.Generator, magnitude: np.ndarray, t: int, si
 
 
 
-def discrete_gaussian(rng: np.random.Generator, sigma2: int, size: int, *, _widen: float = 0.0) -> np.ndarray:
+def discrete_gaussian(rng: np.random.Generator, sigma2: int, size: int, *, _widen: float = 0.0) -> IntArray:
     """``size`` i.i.d. draws with P(Y = y) ∝ exp(−y²/(2σ²)) on ℤ, σ² = ``sigma2`` (CKS 2020, Alg. 3).
 
     Exact (module docstring): rejection from the discrete Laplace of scale
@@ -306,8 +302,8 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: int, size: int, *, _wide
     -------
     numpy.ndarray of int64, shape (size,)
     """
-    s = _check_int("sigma2", sigma2, 1, MAX_SIGMA2)
-    n = _check_count(size)
+    s = check_int("sigma2", sigma2, 1, MAX_SIGMA2)
+    n = check_int("size", size, 0)
     t = math.isqrt(s) + 1
     out = np.empty(n, dtype=np.int64)
     filled = 0
@@ -351,8 +347,8 @@ def discrete_gaussian_gdp_mu(sigma2: int, sensitivity: float, entries: int = 1) 
     -------
     float
     """
-    s = _check_int("sigma2", sigma2, 1, 2**1000)
-    m = _check_int("entries", entries, 1, 2**62)
+    s = check_int("sigma2", sigma2, 1, 2**1000)
+    m = check_int("entries", entries, 1, 2**62)
     if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (int, float, np.integer, np.floating)) \
             or not math.isfinite(sensitivity) or sensitivity <= 0:
         raise ValueError(f"sensitivity must be a finite number > 0 (grid units), got {sensitivity!r}")

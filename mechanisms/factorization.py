@@ -48,10 +48,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
+from mechanisms.lattice import round_to_grid
 from mechanisms.noise import round_up
 from mechanisms.release import Release
-from mechanisms.lattice import round_to_grid
 from mechanisms.tree import ContinualRelease
 
 __all__ = ["SquareRootFactorizationMechanism", "square_root_coefficients"]
@@ -144,7 +145,7 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         """The t-th release carries Σ_{s≤t} c_{t−s} Z_s: variance σ²·Σ_{k<t} c_k²."""
         return float(np.sum(self.coefficients[:t] ** 2))
 
-    def append(self, x: np.ndarray) -> Release:
+    def append(self, x: npt.ArrayLike) -> Release:
         """Add element x_{t+1} and release S_{t+1} + Σ_{s≤t+1} c_{t+1−s} Z_s.
 
         Raises

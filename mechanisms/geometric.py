@@ -21,18 +21,18 @@ ledger's parallel composition reproduces this argument: the whole run costs ε.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
-import math
-
 import numpy as np
 
 from accounting import Account, PureDP
+from accounting.validation import check_int
+from mechanisms.base import Mechanism
 from mechanisms.lattice import LaplaceLattice
 from mechanisms.noise import laplace_scale_for
-from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_generator, check_positive
 
 __all__ = ["GeometricBatchMean", "RefreshPoints", "check_eta", "refresh_points"]
@@ -178,15 +178,15 @@ class GeometricBatchMean(Mechanism):
         for a in accounts:
             if a.currency != "pure":
                 raise ValueError(f"account must charge pure ε (currency 'pure'), got {a.currency!r}")
-        if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 1:
-            raise ValueError(f"n_arms must be an integer >= 1, got {n_arms!r}")
+        n_arms = check_int("n_arms", n_arms, 1)
         self.epsilon = check_positive("epsilon", epsilon)
-        # The charge PureDP(ε) reads ε as the decimal it prints as; the noise scale is
+        # The charge PureDP(ε) is ε read as the decimal it prints as; the noise scale is
         # the smallest float b with 1/b ≤ that ε exactly, so the real loss never exceeds it.
-        self.scale = laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
+        self._cost = PureDP(Fraction(repr(self.epsilon)))
+        self.scale = laplace_scale_for(self._cost.eps, 1.0)
         # Float-safe noise: the batch sum rounded to a power-of-two grid plus discrete Laplace
         # noise there, ε-DP exactly for the sum's sensitivity 1 plus one grid step (mechanisms.lattice).
-        self._lattice = LaplaceLattice(Fraction(repr(self.epsilon)), self.scale, self.sensitivity, 1)
+        self._lattice = LaplaceLattice(self._cost.eps, self.scale, self.sensitivity, 1)
         self.refresh = RefreshPoints(eta)
         self.eta = self.refresh.eta
         self.rng = check_generator(rng)
@@ -241,7 +241,7 @@ class GeometricBatchMean(Mechanism):
         for r, a in done:  # charge every completed batch before any noise is drawn
             receipts.append(
                 self._charge(
-                    PureDP(self.epsilon),
+                    self._cost,
                     account=self.accounts[r],
                     mechanism="GeometricBatchMean",
                     relation=self.relation,
@@ -264,5 +264,6 @@ class GeometricBatchMean(Mechanism):
             unique, inverse = np.unique(reached, return_inverse=True)
             following = np.array([self.refresh.after(p) for p in unique.tolist()], dtype=np.int64)
             self.next_refresh[r, a] = np.minimum(following[inverse.reshape(-1)], _MAX_COUNT)
-            out = [(int(ri), int(ai), self._release(float(v), rc)) for ri, ai, v, rc in zip(r, a, self._noisy[r, a], receipts)]
+            noisy = zip(r, a, self._noisy[r, a], receipts, strict=True)
+            out = [(int(ri), int(ai), self._release(float(v), rc)) for ri, ai, v, rc in noisy]
         return out

@@ -40,8 +40,17 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
-from mechanisms.discrete import MAX_SCALE, MAX_SIGMA2, discrete_gaussian, discrete_gaussian_gdp_mu, discrete_laplace
+from mechanisms.discrete import (
+    MAX_SCALE,
+    MAX_SIGMA2,
+    FloatArray,
+    IntArray,
+    discrete_gaussian,
+    discrete_gaussian_gdp_mu,
+    discrete_laplace,
+)
 
 __all__ = ["GAUSSIAN_BITS", "LAPLACE_BITS", "GaussianLattice", "LaplaceLattice", "NoiseStream", "gdp_mu_squared",
            "gdp_sigma", "round_to_grid"]
@@ -74,7 +83,7 @@ def _sqrt_up(m: int) -> Fraction:
     return Fraction(math.isqrt(m * 4**32) + 1, 2**32)
 
 
-def round_to_grid(x: np.ndarray, grid: float) -> np.ndarray:
+def round_to_grid(x: npt.ArrayLike, grid: float) -> FloatArray:
     """g·rint(x/g) elementwise: exact floats on the grid, each within g/2 of x.
 
     x/g and the product are exact (power-of-two scaling); a quotient that underflows
@@ -85,10 +94,11 @@ def round_to_grid(x: np.ndarray, grid: float) -> np.ndarray:
     ValueError
         If x/g overflows (|x| beyond ~2^1023·g); checked before any charge by callers.
     """
-    units = np.rint(np.asarray(x, dtype=float) / grid)
+    units = np.rint(np.asarray(x, dtype=np.float64) / grid)
     if not np.all(np.isfinite(units)):
         raise ValueError(f"x is too large for the noise grid {grid!r} (|x|/grid overflows a float)")
-    return units * grid
+    rounded: FloatArray = units * grid
+    return rounded
 
 
 class GaussianLattice:
@@ -142,11 +152,11 @@ class GaussianLattice:
         steps = (float(sensitivity) + self.grid * math.sqrt(entries)) / self.grid * (1 + 2.0**-50)
         return discrete_gaussian_gdp_mu(self.sigma2, steps, int(entries))
 
-    def integers(self, rng: np.random.Generator, count: int) -> np.ndarray:
+    def integers(self, rng: np.random.Generator, count: int) -> IntArray:
         """``count`` i.i.d. N_ℤ(0, S) draws (grid units)."""
         return discrete_gaussian(rng, self.sigma2, count)
 
-    def scale(self, units: np.ndarray, shape: tuple[int, ...], symmetric: bool = False) -> np.ndarray:
+    def scale(self, units: IntArray, shape: tuple[int, ...], symmetric: bool = False) -> FloatArray:
         """Grid units → noise values g·Z of ``shape``; ``symmetric``: g·(Z + Zᵀ)/2 on the last two axes.
 
         (Z + Zᵀ)/2 is a half-integer multiple of g: still exact floats.
@@ -156,10 +166,11 @@ class GaussianLattice:
             noise = (noise + np.swapaxes(noise, -1, -2)) / 2.0
         return noise * self.grid
 
-    def add(self, rng: np.random.Generator, x: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    def add(self, rng: np.random.Generator, x: npt.ArrayLike, symmetric: bool = False) -> FloatArray:
         """fl(g·rint(x/g) + g·Z): the float-safe release of x (module docstring)."""
         rounded = round_to_grid(x, self.grid)
-        return rounded + self.scale(self.integers(rng, rounded.size), rounded.shape, symmetric)
+        noisy: FloatArray = rounded + self.scale(self.integers(rng, rounded.size), rounded.shape, symmetric)
+        return noisy
 
 
 def gdp_mu_squared(sigma: float, sensitivity: float, entries: int) -> Fraction:
@@ -226,15 +237,16 @@ class LaplaceLattice:
                              f"(scale in grid units {self.scale_units} > 2^52)")
         self.noise_inflation = self.scale_units * self.grid / scale - 1.0
 
-    def integers(self, rng: np.random.Generator, count: int) -> np.ndarray:
+    def integers(self, rng: np.random.Generator, count: int) -> IntArray:
         """``count`` i.i.d. discrete Laplace draws of scale t (grid units)."""
         return discrete_laplace(rng, self.scale_units, count)
 
-    def add(self, rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+    def add(self, rng: np.random.Generator, x: npt.ArrayLike) -> FloatArray:
         """fl(g·rint(x/g) + g·Y), Y discrete Laplace: the float-safe release of x."""
         rounded = round_to_grid(x, self.grid)
         noise = self.integers(rng, rounded.size).reshape(rounded.shape).astype(np.float64) * self.grid
-        return rounded + noise
+        noisy: FloatArray = rounded + noise
+        return noisy
 
 
 class NoiseStream:
@@ -249,7 +261,8 @@ class NoiseStream:
         self._buffer = np.zeros(0, dtype=np.int64)
         self._at = 0
 
-    def take(self, count: int) -> np.ndarray:
+    def take(self, count: int) -> IntArray:
+        """The next ``count`` draws (a fresh block when the buffer runs out)."""
         if self._at + count > self._buffer.size:
             rest = self._buffer[self._at:]
             fresh = self.lattice.integers(self.rng, max(self.block, count))

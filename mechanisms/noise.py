@@ -13,11 +13,13 @@ with L1 sensitivity Δ and scale b is (Δ/b)-DP (Dwork & Roth 2014, Thm 3.6).
 
 from __future__ import annotations
 
+import abc
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
-from accounting import GDP, ZCDP, PureDP
+from accounting import GDP, ZCDP, Chargeable, Cost, PureDP
 
 # The Gaussian calibration lives in accounting.convert (which owns calibration); the
 # names below are the ones mechanisms and their importers have always used.
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 _DIGITS = 15
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def round_up(value: Fraction, digits: int = _DIGITS) -> Fraction:
@@ -80,7 +84,7 @@ def laplace_scale_for(epsilon: Fraction, sensitivity: float) -> float:
     return scale
 
 
-def _as_statistic(x: object) -> np.ndarray:
+def _as_statistic(x: object) -> FloatArray:
     """Validate a statistic to be released: a finite real scalar or array."""
     if isinstance(x, (bool, np.bool_)):
         raise TypeError("x must be a real number or a real array, got a bool")
@@ -89,10 +93,10 @@ def _as_statistic(x: object) -> np.ndarray:
         raise TypeError(f"x must be a real number or a real array, got dtype {array.dtype}")
     if array.size == 0:
         raise ValueError("x must not be empty")
-    array = array.astype(float)
-    if not np.all(np.isfinite(array)):
+    statistic = array.astype(np.float64)
+    if not np.all(np.isfinite(statistic)):
         raise ValueError("x must be finite (no NaN or infinity)")
-    return array
+    return statistic
 
 
 def element_bound(
@@ -142,7 +146,7 @@ def element_bound(
 
 def _checked_sum(
     contributions: object, sensitivity: float, relation: str, order: int, nonnegative: bool = False
-) -> np.ndarray:
+) -> FloatArray:
     """Sum per-user rows after checking each row's L``order`` norm against the bound that certifies Δ.
 
     The bound is :func:`element_bound`: Δ/2 (replace-one), Δ (add/remove); with
@@ -162,11 +166,13 @@ def _checked_sum(
     norms = np.linalg.norm(flat, ord=order, axis=1)
     worst = int(np.argmax(norms))
     if norms[worst] > bound:
+        rows_kind = " for non-negative rows" if nonnegative else ""
         raise ValueError(
             f"contributions[{worst}] has L{order} norm {float(norms[worst])!r} > {bound!r}, the bound certified by "
-            f"sensitivity={sensitivity!r} under relation={relation!r}" + (" for non-negative rows" if nonnegative else "")
+            f"sensitivity={sensitivity!r} under relation={relation!r}{rows_kind}"
         )
-    return rows.sum(axis=0)
+    total: FloatArray = rows.sum(axis=0)
+    return total
 
 
 class _AdditiveNoiseMechanism(Mechanism):
@@ -181,9 +187,10 @@ class _AdditiveNoiseMechanism(Mechanism):
 
     _MECHANISM: str
     _ORDER: int
+    cost: Cost
 
     def _check_common(
-        self, account: object, sensitivity: float, rng: np.random.Generator, relation: str,
+        self, account: Chargeable, sensitivity: float, rng: np.random.Generator, relation: str,
         currencies: tuple[str, ...], purpose: str,
     ) -> None:
         self.sensitivity = check_positive("sensitivity", sensitivity)
@@ -191,7 +198,7 @@ class _AdditiveNoiseMechanism(Mechanism):
         self.relation = check_relation(relation)
         self.account = check_account(account, currencies, purpose)
 
-    def release(self, x: float | np.ndarray, *, partition: str | None = None, note: str = "") -> Release:
+    def release(self, x: float | npt.ArrayLike, *, partition: str | None = None, note: str = "") -> Release:
         """Charge one release, then return x + noise (N(0, σ² I), or Lap(b) on every coordinate).
 
         Parameters
@@ -219,11 +226,19 @@ class _AdditiveNoiseMechanism(Mechanism):
         noisy = self._add_noise(statistic)
         return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
-    def _cost_for(self, statistic: np.ndarray) -> object:
+    @abc.abstractmethod
+    def _add_noise(self, statistic: FloatArray) -> FloatArray:
+        """``statistic`` plus fresh float-safe noise (called only after the charge was granted)."""
+
+    @abc.abstractmethod
+    def _describe(self) -> str:
+        """The noise and sensitivity, for the charge note."""
+
+    def _cost_for(self, statistic: FloatArray) -> Cost:
         """The charge of one release of ``statistic`` (the fixed ``cost``; a GDP account's depends on its size)."""
         return self.cost
 
-    def release_sum(self, contributions: np.ndarray, *, partition: str | None = None, note: str = "",
+    def release_sum(self, contributions: npt.ArrayLike, *, partition: str | None = None, note: str = "",
                     nonnegative: bool = False) -> Release:
         """Release the sum of per-user rows + noise, each row's norm (L2 Gaussian, L1 Laplace) checked first.
 
@@ -279,10 +294,11 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
 
     _MECHANISM = "GaussianMechanism"
     _ORDER = 2
+    cost: ZCDP
 
     def __init__(
         self,
-        account: object,
+        account: Chargeable,
         sensitivity: float,
         rng: np.random.Generator,
         *,
@@ -306,12 +322,12 @@ class GaussianMechanism(_AdditiveNoiseMechanism):
             self.cost = cost
             self.sigma = gaussian_sigma_for(cost.rho, self.sensitivity)
 
-    def _cost_for(self, statistic: np.ndarray) -> object:
+    def _cost_for(self, statistic: FloatArray) -> Cost:
         if self.account.currency == "gdp":
             return GDP.from_mu_squared(gdp_mu_squared(self.sigma, self.sensitivity, max(1, statistic.size)))
         return self.cost
 
-    def _add_noise(self, statistic: np.ndarray) -> np.ndarray:
+    def _add_noise(self, statistic: FloatArray) -> FloatArray:
         """Float-safe: round to the grid, add discrete Gaussian noise there (``mechanisms.lattice``).
 
         Chosen over snapping because ρ-zCDP of the discrete Gaussian is exact
@@ -360,10 +376,11 @@ class LaplaceMechanism(_AdditiveNoiseMechanism):
 
     _MECHANISM = "LaplaceMechanism"
     _ORDER = 1
+    cost: PureDP
 
     def __init__(
         self,
-        account: object,
+        account: Chargeable,
         sensitivity: float,
         rng: np.random.Generator,
         *,
@@ -385,7 +402,7 @@ class LaplaceMechanism(_AdditiveNoiseMechanism):
             self.cost = cost
             self.scale = laplace_scale_for(cost.eps, self.sensitivity)
 
-    def _add_noise(self, statistic: np.ndarray) -> np.ndarray:
+    def _add_noise(self, statistic: FloatArray) -> FloatArray:
         """Float-safe: round to the grid, add discrete Laplace noise there (``mechanisms.lattice``).
 
         Chosen over snapping (Mironov 2012) because the discrete Laplace is exactly

@@ -14,9 +14,10 @@ this module checks): ``Release(value, receipt)`` from user code, a
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 
 from accounting import RELATIONS, Chargeable, Receipt
 from accounting.costs import check_relation  # re-exported: the one check of a neighbouring relation
@@ -29,7 +30,7 @@ __all__ = ["RELATIONS", "Release", "check_account", "check_generator", "check_po
 _CAPABILITY = object()
 
 
-def _mint(value: object, receipt: object) -> Release:
+def _mint(value: npt.NDArray[Any] | float, receipt: Receipt) -> Release:
     """Make a Release; called only by ``Mechanism._release`` after it checked the receipt is its own."""
     return Release(value, receipt, _CAPABILITY)
 
@@ -65,7 +66,7 @@ class Release:
         If ``value`` contains NaN or infinity.
     """
 
-    value: np.ndarray | float
+    value: npt.NDArray[np.float64] | float
     receipt: Receipt
     _capability: InitVar[object] = None
 
@@ -106,7 +107,7 @@ class Release:
         """A release is immutable: its copy is itself."""
         return self
 
-    def __deepcopy__(self, memo: dict) -> Release:
+    def __deepcopy__(self, memo: dict[int, object]) -> Release:
         return self
 
     def __reduce_ex__(self, protocol: object) -> NoReturn:

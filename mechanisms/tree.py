@@ -75,11 +75,14 @@ from __future__ import annotations
 import abc
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from accounting import GDP, ZCDP
+from accounting import GDP, ZCDP, Budgeted, Chargeable, Cost
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
+from accounting.validation import check_int, check_real
 from mechanisms.base import Mechanism
 from mechanisms.lattice import GaussianLattice, NoiseStream, gdp_mu_squared, gdp_sigma
 from mechanisms.noise import element_bound, round_up
@@ -91,6 +94,8 @@ __all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "OuterProduct
 PSD_TOLERANCE = 1e-12
 #: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
 NORM_SLACK = 1e-9
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def tree_depth(horizon: int) -> int:
@@ -137,7 +142,10 @@ class OuterProduct(np.ndarray):
         w, finite and ≥ 0 (e.g. μ̇(xᵀθ)/e in the H-tree).
     """
 
-    def __new__(cls, x: object, weight: float = 1.0) -> "OuterProduct":
+    vector: FloatArray | None
+    weight: float | None
+
+    def __new__(cls, x: object, weight: float = 1.0) -> OuterProduct:
         if isinstance(x, (bool, np.bool_)):
             raise TypeError("x must be a real vector, got a bool")
         vector = np.asarray(x)
@@ -148,15 +156,11 @@ class OuterProduct(np.ndarray):
         vector = np.array(vector, dtype=float)
         if not math.isfinite(float(vector.dot(vector))):  # finite iff every entry is (and ‖x‖² fits a float)
             raise ValueError("x must be finite (no NaN or infinity), with ‖x‖² finite")
-        if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.integer, np.floating)):
-            raise TypeError(f"weight must be a real number, got {type(weight).__name__}")
-        weight = float(weight)
-        if not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+        weight = check_real("weight", weight, 0.0)
         matrix = weight * (vector[:, None] * vector)
         matrix.setflags(write=False)
         vector.setflags(write=False)
-        obj = matrix.view(cls)
+        obj: OuterProduct = matrix.view(cls)
         obj.vector, obj.weight = vector, weight
         return obj
 
@@ -167,9 +171,10 @@ class OuterProduct(np.ndarray):
         plain = tuple(np.asarray(i) if isinstance(i, OuterProduct) else i for i in inputs)
         return getattr(ufunc, method)(*plain, **kwargs)
 
-    def __reduce__(self) -> tuple:
-        return (OuterProduct, (np.asarray(self.vector), self.weight)) if self.vector is not None \
-            else np.asarray(self).__reduce__()
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if self.vector is not None:
+            return OuterProduct, (np.asarray(self.vector), self.weight)
+        return np.asarray(self).__reduce__()
 
 
 class StreamElements:
@@ -200,11 +205,7 @@ class StreamElements:
     """
 
     def __init__(self, horizon: int, shape: object, sensitivity: float, relation: str, psd: bool) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
-            raise TypeError(f"horizon must be an int, got {type(horizon).__name__}")
-        if horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {horizon}")
-        self.horizon = int(horizon)
+        self.horizon = check_int("horizon", horizon, 1)
         self.shape = check_stream_shape(shape)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.relation = check_relation(relation)
@@ -222,12 +223,11 @@ class StreamElements:
         self.charged_sensitivity = float(np.nextafter(np.nextafter(self.sensitivity * inflation, np.inf), np.inf))
         self.accepted_norm = self.element_bound * (1.0 + NORM_SLACK)
 
-    def _check_outer(self, element: OuterProduct) -> np.ndarray:
+    def _check_outer(self, vector: FloatArray, weight: float) -> FloatArray:
         """w·x xᵀ re-formed from (x, w): symmetric and PSD by construction (see :class:`OuterProduct`)."""
-        if element.vector.shape != self.shape[:1]:
-            raise ValueError(f"x must have shape {self.shape[:1]} for an OuterProduct element, "
-                             f"got {element.vector.shape}")
-        array = element.weight * (element.vector[:, None] * element.vector)
+        if vector.shape != self.shape[:1]:
+            raise ValueError(f"x must have shape {self.shape[:1]} for an OuterProduct element, got {vector.shape}")
+        array: FloatArray = weight * (vector[:, None] * vector)
         # ‖w x xᵀ‖_F = w‖x‖², computed from the matrix as for any element.
         self._check_norm(math.sqrt(float(np.vdot(array, array))))
         return array
@@ -241,7 +241,7 @@ class StreamElements:
                 + (" with psd=True" if self.psd else "")
             )
 
-    def check(self, x: object, t: int) -> np.ndarray:
+    def check(self, x: object, t: int) -> FloatArray:
         """Validate element number ``t + 1`` and return it as a float array (symmetrised if a matrix).
 
         Raises
@@ -252,8 +252,8 @@ class StreamElements:
         """
         if t >= self.horizon:
             raise ValueError(f"horizon exceeded: all {self.horizon} elements (horizon={self.horizon}) already appended")
-        if isinstance(x, OuterProduct) and x.vector is not None and self.psd:
-            return self._check_outer(x)
+        if isinstance(x, OuterProduct) and x.vector is not None and x.weight is not None and self.psd:
+            return self._check_outer(x.vector, x.weight)
         if isinstance(x, (bool, np.bool_)):
             raise TypeError("x must be a real array, got a bool")
         array = np.asarray(x)
@@ -261,7 +261,7 @@ class StreamElements:
             raise TypeError(f"x must be a real array, got dtype {array.dtype}")
         if array.shape != self.shape:
             raise ValueError(f"x must have shape {self.shape}, got {array.shape}")
-        array = array.astype(float)
+        array = array.astype(np.float64)
         if not np.isfinite(array).all():
             raise ValueError("x must be finite (no NaN or infinity)")
         if len(self.shape) == 2:
@@ -279,7 +279,7 @@ class StreamElements:
 
 
 def continual_cost(
-    account: object,
+    account: Chargeable,
     sigma: float | None,
     cost: ZCDP | GDP | None,
     sensitivity: float,
@@ -301,24 +301,31 @@ def continual_cost(
     check_account(account, ("zcdp", "gdp") if entries is not None else ("zcdp",),
                   "Gaussian continual-release noise (zCDP or GDP cost)")
     if account.currency == "gdp":
-        return _gdp_cost(account, sigma, cost, sensitivity, compositions, entries)
+        return _gdp_cost(account, sigma, cost, sensitivity, compositions, check_int("entries", entries, 1))
     if sigma is not None and cost is not None:
         raise ValueError("give at most one of sigma (node noise std > 0) and cost (a ZCDP for the whole horizon)")
     if sigma is not None:
         sigma = check_positive("sigma", sigma)
         return sigma, ZCDP(round_up(gaussian_rho_exact(sigma, sensitivity, compositions)))
-    if cost is None:
-        cost = account.remaining
-        if not isinstance(cost, ZCDP) or cost.rho <= 0:
-            raise ValueError(f"account has no remaining zCDP budget to spend (remaining {cost}); give sigma or cost")
-    if not isinstance(cost, ZCDP):
-        raise TypeError(f"cost must be an accounting.ZCDP, got {type(cost).__name__}")
-    if cost.delta != 0 or cost.rho <= 0:
-        raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {cost}")
-    return gaussian_sigma(cost.rho, sensitivity, compositions), cost
+    spend = _remaining(account) if cost is None else cost
+    if cost is None and (not isinstance(spend, ZCDP) or spend.rho <= 0):
+        raise ValueError(f"account has no remaining zCDP budget to spend (remaining {spend}); give sigma or cost")
+    if not isinstance(spend, ZCDP):
+        raise TypeError(f"cost must be an accounting.ZCDP, got {type(spend).__name__}")
+    if spend.delta != 0 or spend.rho <= 0:
+        raise ValueError(f"cost must be ZCDP(rho > 0, delta=0) for Gaussian noise, got {spend}")
+    return gaussian_sigma(spend.rho, sensitivity, compositions), spend
 
 
-def _gdp_cost(account: object, sigma: float | None, cost: GDP | None, sensitivity: float, compositions: Fraction,
+def _remaining(account: Chargeable) -> Cost:
+    """All that is left in ``account``, the cost of a mechanism told to spend it (neither sigma nor cost given)."""
+    if not isinstance(account, Budgeted):
+        raise TypeError(f"account must show its remaining budget to spend all of it, got {type(account).__name__}; "
+                        "give sigma or cost")
+    return account.remaining
+
+
+def _gdp_cost(account: Chargeable, sigma: float | None, cost: object, sensitivity: float, compositions: Fraction,
               entries: int) -> tuple[float, GDP]:
     """:func:`continual_cost` for a gdp account."""
     if sigma is not None and cost is not None:
@@ -326,13 +333,12 @@ def _gdp_cost(account: object, sigma: float | None, cost: GDP | None, sensitivit
     if sigma is not None:
         sigma = check_positive("sigma", sigma)
         return sigma, GDP.from_mu_squared(compositions * gdp_mu_squared(sigma, sensitivity, entries))
-    if cost is None:
-        cost = account.remaining
-    if not isinstance(cost, GDP):
-        raise TypeError(f"cost must be an accounting.GDP for a gdp account, got {type(cost).__name__}")
-    if cost.mu_squared <= 0:
-        raise ValueError(f"cost must be GDP(mu > 0) for Gaussian noise, got {cost}")
-    return gdp_sigma(cost.mu_squared, sensitivity, entries, compositions), cost
+    spend = _remaining(account) if cost is None else cost
+    if not isinstance(spend, GDP):
+        raise TypeError(f"cost must be an accounting.GDP for a gdp account, got {type(spend).__name__}")
+    if spend.mu_squared <= 0:
+        raise ValueError(f"cost must be GDP(mu > 0) for Gaussian noise, got {spend}")
+    return gdp_sigma(spend.mu_squared, sensitivity, entries, compositions), spend
 
 
 class NodeNoise:
@@ -358,27 +364,29 @@ class NodeNoise:
         self.grid = self.lattice.grid
         self._inverse = 1.0 / self.grid  # a power of two: x·(1/g) = x/g exactly
         # Blocks of ~2^16 draws (the sampler's per-call cost amortised), never more than ``nodes`` nodes' worth.
-        self.stream = NoiseStream(self.lattice, rng, block=self.entries * max(1, min(int(nodes), 2**16 // self.entries)))
+        per_block = max(1, min(int(nodes), 2**16 // self.entries))
+        self.stream = NoiseStream(self.lattice, rng, block=self.entries * per_block)
         self.symmetric = len(shape) == 2
         self._ready = np.zeros((0, *shape))
         self._at = 0
 
-    def noise(self, count: int) -> np.ndarray:
+    def noise(self, count: int) -> FloatArray:
         """``count`` node noises stacked on a new first axis (exact grid multiples), scaled a block at a time."""
         if self._at + count > self._ready.shape[0]:
             nodes = max(count, self.stream.block // self.entries)
             fresh = self.lattice.scale(self.stream.take(nodes * self.entries), (nodes, *self.shape), self.symmetric)
             self._ready, self._at = np.concatenate((self._ready[self._at:], fresh)), 0
-        out = self._ready[self._at: self._at + count]
+        out: FloatArray = self._ready[self._at: self._at + count]
         self._at += count
         return out
 
-    def noisy(self, node: np.ndarray) -> np.ndarray:
+    def noisy(self, node: FloatArray) -> FloatArray:
         """fl(g·rint(node/g) + node noise): one float-safe noisy node."""
         units = np.rint(node * self._inverse)
         if not math.isfinite(float(units.sum())):
             raise ValueError(f"x is too large for the noise grid {self.grid!r} (|x|/grid overflows a float)")
-        return units * self.grid + self.noise(1)[0]
+        noisy: FloatArray = units * self.grid + self.noise(1)[0]
+        return noisy
 
 
 class ContinualRelease(Mechanism, abc.ABC):
@@ -401,7 +409,7 @@ class ContinualRelease(Mechanism, abc.ABC):
 
     def __init__(
         self,
-        account: object,
+        account: Chargeable,
         horizon: int,
         shape: object,
         sensitivity: float,
@@ -428,7 +436,7 @@ class ContinualRelease(Mechanism, abc.ABC):
         self.element_bound = self._elements.element_bound
         self.charged_sensitivity = self._elements.charged_sensitivity
 
-    def _charge_horizon(self, account: object, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
+    def _charge_horizon(self, account: Chargeable, sigma: float | None, cost: ZCDP | None, compositions: Fraction,
                         detail: str, sigma_label: str = "sigma") -> None:
         sensitivity, weight, entries = self.charged_sensitivity, compositions, self._gdp_entries()
         if getattr(account, "currency", None) == "gdp":
@@ -473,7 +481,7 @@ class ContinualRelease(Mechanism, abc.ABC):
         """Variance of the t-th release's noise (diagonal entries) in units of σ²."""
 
     @abc.abstractmethod
-    def append(self, x: np.ndarray) -> Release:
+    def append(self, x: npt.ArrayLike) -> Release:
         """Add the next element and release the noisy prefix sum."""
 
     def _node_noise(self, sensitivity: float | None = None, rows: int = 1) -> NodeNoise:
@@ -565,7 +573,7 @@ class BinaryTreeMechanism(ContinualRelease):
         """The t-th release sums popcount(t) nodes: variance σ²·popcount(t)."""
         return float(bin(t).count("1"))
 
-    def append(self, x: np.ndarray) -> Release:
+    def append(self, x: npt.ArrayLike) -> Release:
         """Add element x_{t+1} and release the noisy prefix sum S_{t+1} + noise of popcount(t+1) nodes.
 
         Binary counter (Chan, Shi & Song 2011, Alg. 2): at time t with lowest set bit

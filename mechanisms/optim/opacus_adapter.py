@@ -21,10 +21,12 @@ The guard counts noise draws, which is what opacus's own accountant counts
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import dp_accounting
+
+from accounting import EventChargeable, Receipt
+from accounting.validation import check_int, check_positive, check_real
 
 __all__ = ["PlanExhausted", "TrainingCharge", "charge_training", "training_event"]
 
@@ -35,23 +37,19 @@ class PlanExhausted(RuntimeError):
 
 def training_event(sample_rate: float, noise_multiplier: float, steps: int) -> dp_accounting.DpEvent:
     """The dp-accounting event of ``steps`` Poisson-sampled Gaussian steps (add/remove, z = σ/C)."""
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    if not 0 < float(sample_rate) <= 1:
-        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}")
-    if not float(noise_multiplier) > 0:
-        raise ValueError(f"noise_multiplier must be > 0, got {noise_multiplier!r}")
-    step = dp_accounting.GaussianDpEvent(float(noise_multiplier))
-    if float(sample_rate) < 1:
-        step = dp_accounting.PoissonSampledDpEvent(float(sample_rate), step)
-    return dp_accounting.SelfComposedDpEvent(step, int(steps))
+    steps = check_int("steps", steps, 1)
+    rate = check_real("sample_rate", sample_rate, 0.0, 1.0, low_open=True)
+    step = dp_accounting.GaussianDpEvent(check_positive("noise_multiplier", noise_multiplier))
+    if rate < 1:
+        step = dp_accounting.PoissonSampledDpEvent(rate, step)
+    return dp_accounting.SelfComposedDpEvent(step, steps)
 
 
 @dataclass
 class TrainingCharge:
     """The receipt of a charged training run and its step counter."""
 
-    receipt: object
+    receipt: Receipt
     event: dp_accounting.DpEvent
     steps: int
     taken: int = 0
@@ -62,7 +60,7 @@ class TrainingCharge:
         return self.steps - self.taken
 
 
-def charge_training(account: object, optimizer: object, *, sample_rate: float, steps: int,
+def charge_training(account: EventChargeable, optimizer: object, *, sample_rate: float, steps: int,
                     delta: float | None = None, mechanism: str = "opacus DP-SGD", note: str = "") -> TrainingCharge:
     """Charge ``steps`` noisy steps of an opacus ``DPOptimizer`` to ``account``, then cap it at ``steps``.
 
@@ -88,6 +86,9 @@ def charge_training(account: object, optimizer: object, *, sample_rate: float, s
     """
     from opacus.optimizers import DPOptimizer
 
+    if not isinstance(account, EventChargeable):
+        raise TypeError(f"account must be an accounting.Account or Ledger (it charges a dp-accounting event), "
+                        f"got {type(account).__name__}")
     if not isinstance(optimizer, DPOptimizer):
         raise TypeError(f"optimizer must be an opacus DPOptimizer (from make_private), got {type(optimizer).__name__}")
     if getattr(optimizer, "_dpglm_guarded", False):

@@ -35,6 +35,7 @@ import dp_accounting
 import numpy as np
 import numpy.typing as npt
 
+from accounting import EventChargeable
 from accounting.validation import check_int, check_real
 from mechanisms.lattice import GaussianLattice
 from mechanisms.optim.dpsgd import DPSGD, Projection
@@ -42,7 +43,7 @@ from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_normalizer
 from mechanisms.release import Release, check_positive
 
 if TYPE_CHECKING:
-    from accounting import Chargeable, EventChargeable, Receipt
+    from accounting import Chargeable, Receipt
     from accounting.chargeable import PartitionKey
     from mechanisms.optim.glm_losses import PerSampleLoss
 
@@ -74,6 +75,8 @@ class PoissonDPSGD(DPSGD):
         As :class:`~mechanisms.optim.dpsgd.DPSGD`; the engine is ``"vectorised"`` (batches may be empty).
     """
 
+    account: EventChargeable
+
     def __init__(self, account: EventChargeable, loss: str | PerSampleLoss, rng: np.random.Generator, *,
                  clip: float) -> None:
         super().__init__(account, loss, rng, clip=clip, relation="add_remove", engine="vectorised")
@@ -83,8 +86,7 @@ class PoissonDPSGD(DPSGD):
         currency = getattr(account, "currency", None)
         if currency not in ("rdp", "approx"):
             raise TypeError(f"account must charge in 'rdp' or 'approx' for Poisson DP-SGD, got currency {currency!r}")
-        ledger = getattr(account, "_ledger", None)
-        if getattr(ledger, "relation", None) != "add_remove":
+        if not isinstance(account, EventChargeable) or account.relation != "add_remove":
             raise TypeError("Poisson DP-SGD needs an add_remove ledger (module docstring: replace-one is not covered)")
 
     @staticmethod
