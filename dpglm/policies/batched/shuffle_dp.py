@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from accounting import Account, ApproxDP, Ledger
-from accounting.validation import check_generator
+from accounting.costs import as_fraction
+from accounting.validation import check_generator, check_positive, check_probability
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.batched.loop import BatchedGLMBandit
 from dpglm.policies.batched.parameters import BatchedParameters
@@ -72,7 +73,9 @@ class ShuffleDPGLMBandit(BatchedGLMBandit):
         if ledger is None:
             if epsilon is None or delta is None:
                 raise ValueError("give a ledger, or both epsilon and delta")
-            ledger = Ledger(ApproxDP(epsilon, delta))
+            check_positive("epsilon", epsilon)
+            check_probability("delta", delta)
+            ledger = Ledger(ApproxDP(as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta")))
         elif epsilon is not None or delta is not None:
             raise ValueError("give either a ledger or (epsilon, delta), not both")
         budget = ledger.budget

@@ -239,6 +239,10 @@ def test_constructor_rejects_bad_input(small_problem):
         ShuffleDPGLMBandit("logistic", 3, 100, 2.0, np.random.default_rng(0), estimator=ChargingMLE)
     with pytest.raises(TypeError, match="rng"):
         BGLinCB("logistic", 3, 100, 2.0, 0)
+    with pytest.raises(ValueError, match=r"epsilon must be a finite number > 0, got 0"):  # was a refusing ledger
+        ShuffleDPGLMBandit("logistic", 3, 100, 2.0, np.random.default_rng(0), epsilon=0, delta=0.02)
+    with pytest.raises(ValueError, match=r"delta must be a real number in \(0, 1\), got 1.5"):
+        ShuffleDPGLMBandit("logistic", 3, 100, 2.0, np.random.default_rng(0), epsilon=1.0, delta=1.5)
     with pytest.raises(ValueError, match="delta"):
         batched_parameters("logistic", 3, 100, 2.0, delta=1.5)
     with pytest.raises(ValueError, match="arms"):
