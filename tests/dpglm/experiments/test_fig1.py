@@ -25,7 +25,7 @@ def _rows():
     rows = []
     for (algorithm, eps), runs in REGRETS.items():
         for seed, regrets in enumerate(runs):
-            for t, regret in zip((50, 100), regrets):
+            for t, regret in zip((50, 100), regrets, strict=False):
                 row = dict.fromkeys(COLUMNS, "")
                 row.update(algorithm=algorithm, epsilon=eps, family="probit", seed=seed, t=t, regret=regret)
                 rows.append(row)

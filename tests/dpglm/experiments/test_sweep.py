@@ -30,7 +30,8 @@ def test_rows_follow_the_seed_sequence_contract():
     text = json.dumps(["environment", "probit", 3, 6, 3.0, 120, 1], separators=(",", ":"))
     digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
     key = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
-    env = StochasticContextEnv("probit", 3, 6, 3.0, 120, np.random.default_rng(np.random.SeedSequence(7, spawn_key=key)))
+    seed = np.random.SeedSequence(7, spawn_key=key)
+    env = StochasticContextEnv("probit", 3, 6, 3.0, 120, np.random.default_rng(seed))
     expected = run_policy_record(RSGLinUCB("probit", 3, 120, 3.0, delta=0.02), env).regret
     mine = [r for r in rows if r["S"] == 3.0 and r["seed"] == 1]
     assert [r["regret"] for r in mine] == [expected[39], expected[79], expected[119]]

@@ -49,7 +49,7 @@ def test_schedule_solves_the_paper_recursion_independently():
     schedule = batch_schedule(T, warmup_scale=c1, warmup_cap=T)
     assert schedule.alpha == pytest.approx(alpha, rel=1e-9)
     assert not schedule.warmup_capped
-    for got, real in zip(schedule.lengths, lengths(alpha)):
+    for got, real in zip(schedule.lengths, lengths(alpha), strict=False):
         assert abs(got - real) <= 1.0
 
 
@@ -114,7 +114,7 @@ def reference_bglincb(env, params, seed, *, warmup_forever=False):
         if t + 1 == ends[batch]:
             if batch + 1 < len(ends) and not warmup_forever:
                 M = params.lam * np.eye(env.d)
-                for x, w in zip(xs, ws):
+                for x, w in zip(xs, ws, strict=False):
                     M += (1.0 if theta1 is None else w) * np.outer(x, x)
                 theta = family.fit_mle(np.array(xs), np.array(ys), lam=params.lam, radius=params.radius)
                 inv = np.linalg.inv(M)
@@ -156,6 +156,8 @@ def test_planned_and_per_round_paths_agree(small_problem):
     per_round = run_policy_record(per_round_policy, env)
     np.testing.assert_array_equal(planned.actions, per_round.actions)
     assert per_round_policy.counts["planned_rounds"] == 0
+    # The runner plays through run_policy_record, and every round was planned at its batch's start.
+    assert planned.diagnostics["planned_rounds"] == env.horizon and planned.diagnostics["unplanned_rounds"] == 0
 
 
 def test_bglincb_regret_is_below_uniform_play(small_problem):

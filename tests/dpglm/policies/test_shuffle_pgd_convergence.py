@@ -70,9 +70,9 @@ class _Shadow(BGLinCB):
         u = self._uniforms.random(len(arm_sets))
         for design in (self._plan[2][:, 0], private_design):
             cdf = np.cumsum(design, axis=1)
-            picks = [int(np.searchsorted(c, ui * c[-1], side="right")) for c, ui in zip(cdf, u)]
+            picks = [int(np.searchsorted(c, ui * c[-1], side="right")) for c, ui in zip(cdf, u, strict=False)]
             self.matches.append(picks) if design is private_design else setattr(self, "_exact_picks", picks)
-        self.matches[-1] = [a == b for a, b in zip(self._exact_picks, self.matches[-1])]
+        self.matches[-1] = [a == b for a, b in zip(self._exact_picks, self.matches[-1], strict=False)]
 
 
 def _shadow_run(family: str, S: float, d: int, T: int, precondition: bool, seed: int = 0) -> _Shadow:
@@ -95,7 +95,10 @@ def test_preconditioned_pgd_reaches_the_mle_on_one_batch_where_plain_pgd_does_no
     errors = {}
     for precondition in (False, True):
         account = Ledger(ApproxDP(2e4, 0.02)).root
-        grad = lambda th, X, y: (fam.mu(X @ th) - y)[:, None] * X + lam / n * th
+
+        def grad(th, X, y):
+            return (fam.mu(X @ th) - y)[:, None] * X + lam / n * th
+
         pgd = ShufflePGD(account, grad, np.random.default_rng(5), clip=1.0 + lam * S / n, radius=S)
         # ε₀ = 30 per round: the summation noise is negligible next to the optimisation error measured.
         kw = {"iterations": 300, "round_epsilon": 30.0, "round_delta": 1e-5, "delta": 0.01}
