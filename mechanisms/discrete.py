@@ -41,7 +41,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from accounting.validation import check_int
+from accounting.validation import check_int, check_positive
 
 __all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_gaussian_gdp_mu", "discrete_laplace", "MAX_SCALE",
            "MAX_SIGMA2"]
@@ -349,12 +349,10 @@ def discrete_gaussian_gdp_mu(sigma2: int, sensitivity: float, entries: int = 1) 
     """
     s = check_int("sigma2", sigma2, 1, 2**1000)
     m = check_int("entries", entries, 1, 2**62)
-    if isinstance(sensitivity, (bool, np.bool_)) or not isinstance(sensitivity, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(sensitivity) or sensitivity <= 0:
-        raise ValueError(f"sensitivity must be a finite number > 0 (grid units), got {sensitivity!r}")
+    steps = check_positive("sensitivity", sensitivity)  # Δ in grid units
     sigma = math.sqrt(s) * (1 - 2.0**-50)  # rounded down: μ′ rounded up
     q = math.exp(-2 * math.pi**2 * s)
     eta = 2 * q / (1 - q) * (1 + 2.0**-40) if q > 0 else 0.0  # Σ_{j≥1} q^{j²} ≤ q/(1 − q)
     root_m = math.sqrt(m) * (1 + 2.0**-50)
-    mu = (float(sensitivity) + root_m) / sigma + 3 * eta * root_m
+    mu = (steps + root_m) / sigma + 3 * eta * root_m
     return float(np.nextafter(mu * (1 + 2.0**-50), np.inf))

@@ -498,9 +498,7 @@ class ContinualRelease(Mechanism, abc.ABC):
 
     def noise_variance(self, t: int) -> float:
         """Per-entry (diagonal) variance of the noise in the t-th release, σ²·(weight at t); off-diagonal: half."""
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.horizon:
-            raise ValueError(f"t must be an int in [1, {self.horizon}], got {t!r}")
-        return self.sigma**2 * self._noise_weight(int(t))
+        return self.sigma**2 * self._noise_weight(check_int("t", t, 1, self.horizon))
 
 
 class BinaryTreeMechanism(ContinualRelease):

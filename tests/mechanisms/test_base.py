@@ -194,7 +194,8 @@ def test_every_concrete_mechanism_class_is_attacked_above():
 
     def concrete(cls):
         for sub in cls.__subclasses__():
-            if sub.__module__.startswith("mechanisms.") and not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
+            ours = sub.__module__.startswith("mechanisms.")
+            if ours and not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
                 yield sub
             yield from concrete(sub)
 

@@ -36,7 +36,7 @@ def _gaussian_pmf(sigma2: float, radius: int) -> dict[int, float]:
     ks = np.arange(-60 * int(math.sqrt(sigma2) + 1) - radius, 60 * int(math.sqrt(sigma2) + 1) + radius + 1)
     weights = np.exp(-ks.astype(float) ** 2 / (2 * sigma2))
     total = weights.sum()
-    return {int(k): float(w / total) for k, w in zip(ks, weights) if abs(k) <= radius}
+    return {int(k): float(w / total) for k, w in zip(ks, weights, strict=True) if abs(k) <= radius}
 
 
 @pytest.mark.parametrize("p, q", [(1, 3), (2, 2), (0, 5), (7, 2**61)])

@@ -26,7 +26,8 @@ def _pld(sigma2: int, shift: int):
     log_p1 = log_w1 - special.logsumexp(log_w1)
     keep = (log_p0 > -700) | (log_p1 > -700)
     return privacy_loss_distribution.from_two_probability_mass_functions(
-        dict(zip(ks[keep].tolist(), log_p0[keep].tolist())), dict(zip(ks[keep].tolist(), log_p1[keep].tolist())),
+        dict(zip(ks[keep].tolist(), log_p0[keep].tolist(), strict=True)),
+        dict(zip(ks[keep].tolist(), log_p1[keep].tolist(), strict=True)),
         value_discretization_interval=1e-5)
 
 
@@ -53,7 +54,7 @@ def _gaussianised_cdf_gap(sigma2: int, shift: int, window: int) -> float:
         weights = [mpmath.exp(-mpmath.mpf(y) ** 2 / (2 * sigma2)) for y in range(-radius, radius + 1)]
         total = mpmath.fsum(weights)
         cdf, running = {}, mpmath.mpf(0)
-        for y, w in zip(range(-radius, radius + 1), weights):
+        for y, w in zip(range(-radius, radius + 1), weights, strict=True):
             running += w
             cdf[y] = running / total
         zeta = {k: mpmath.sqrt(2) * mpmath.erfinv(2 * cdf[k] - 1) for k in range(-window - shift, window + 1)}

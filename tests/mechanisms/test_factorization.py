@@ -7,13 +7,12 @@ import dp_accounting
 import numpy as np
 import pytest
 import scipy.linalg
-from scipy.special import gammaln
 from dp_accounting import rdp
+from scipy.special import gammaln
 
-from accounting import BudgetExceeded, Ledger, ZCDP
+from accounting import ZCDP, BudgetExceeded, Ledger
 from mechanisms import BinaryTreeMechanism, SquareRootFactorizationMechanism
 from mechanisms.factorization import square_root_coefficients
-
 
 #: Elements are accepted up to 1e-9 relative above their bound, and the charge pays Δ(1 + 2e-9) (tree docstring).
 SLACK = 1 + Fraction(2, 10**9)
@@ -40,7 +39,8 @@ def test_coefficients_give_the_square_root_of_the_prefix_sum_matrix():
 
 def test_charge_is_an_upper_bound_on_the_exact_column_norm_and_matches_dp_accounting():
     horizon, sigma, sensitivity = 300, 2.0, 1.5
-    mech = SquareRootFactorizationMechanism(zcdp_account(10), horizon, (3,), sensitivity, np.random.default_rng(0), sigma=sigma)
+    mech = SquareRootFactorizationMechanism(zcdp_account(10), horizon, (3,), sensitivity, np.random.default_rng(0),
+                                            sigma=sigma)
     column = sum(Fraction(math.comb(2 * k, k), 4**k) ** 2 for k in range(horizon))  # exact Σ c_k²
     charged_sensitivity = Fraction(sensitivity) * SLACK
     exact = column * charged_sensitivity**2 / (2 * Fraction(sigma) ** 2)
@@ -76,8 +76,9 @@ def test_correlated_noise_covariance_is_sigma_sq_b_bt():
 
 def test_matrix_elements_get_symmetrised_noise():
     horizon, d, sigma = 5, 40, 1.0
-    mech = SquareRootFactorizationMechanism(zcdp_account(100), horizon, (d, d), 1.0, np.random.default_rng(6), sigma=sigma)
-    for t in range(1, horizon + 1):
+    mech = SquareRootFactorizationMechanism(zcdp_account(100), horizon, (d, d), 1.0, np.random.default_rng(6),
+                                            sigma=sigma)
+    for _ in range(horizon):
         value = np.asarray(mech.append(np.zeros((d, d))).value)
     np.testing.assert_array_equal(value, value.T)
     b = reference_square_root(horizon)

@@ -62,7 +62,7 @@ def test_whole_stream_costs_epsilon_by_parallel_composition(rng):
 def test_noise_is_laplace_one_over_eps_and_cumulative():
     eps, runs = 0.7, 4000
     ledgers = [Ledger(PureDP(eps)) for _ in range(runs)]
-    mech = GeometricBatchMean([l.root for l in ledgers], 1, eps, np.random.default_rng(3))
+    mech = GeometricBatchMean([ledger.root for ledger in ledgers], 1, eps, np.random.default_rng(3))
     # batch 1: one reward of 1 each; batch 2: one reward of 0
     rel1 = mech.observe(np.ones((runs, 1), dtype=np.int64), np.ones((runs, 1)))
     v1 = np.array([r.value for _, _, r in rel1])

@@ -10,7 +10,7 @@ from dp_accounting import rdp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP
+from accounting import ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP
 from mechanisms import GaussianMechanism, LaplaceMechanism, Release
 from mechanisms.noise import round_up
 

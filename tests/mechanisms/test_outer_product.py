@@ -18,7 +18,7 @@ def test_outer_product_releases_equal_the_matrix_path_bitwise():
     xs = np.random.default_rng(0).normal(size=(8, 3)) / 2
     weights = np.random.default_rng(1).random(8)
     by_matrix, by_outer = _tree(5), _tree(5)
-    for x, w in zip(xs, weights):
+    for x, w in zip(xs, weights, strict=True):
         x = x / max(1.0, np.linalg.norm(x))
         a = by_matrix.append(w * (x[:, None] * x)).value
         b = by_outer.append(OuterProduct(x, w)).value

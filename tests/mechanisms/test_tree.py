@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from dp_accounting import rdp
 
-from accounting import BudgetExceeded, Ledger, PureDP, ZCDP
+from accounting import ZCDP, BudgetExceeded, Ledger, PureDP
 from mechanisms import BinaryTreeMechanism, Release
 from mechanisms.tree import tree_depth
-
 
 #: Elements are accepted up to 1e-9 relative above their bound, and the charge pays Δ(1 + 2e-9) (tree docstring).
 SLACK = 1 + Fraction(2, 10**9)
@@ -75,7 +74,7 @@ def test_symmetrised_noise_costs_frobenius_sq_over_two_sigma_sq():
     d, sigma = 4, 1.7
     rows, cols = np.triu_indices(d)
     m = np.zeros((rows.size, d * d))
-    for k, (i, j) in enumerate(zip(rows, cols)):
+    for k, (i, j) in enumerate(zip(rows, cols, strict=True)):
         m[k, i * d + j] += 0.5
         m[k, j * d + i] += 0.5
     covariance = sigma**2 * m @ m.T
@@ -145,9 +144,8 @@ def test_prefix_noise_covariance_is_sigma_sq_times_shared_nodes():
     x = np.full(d, 0.4 / np.sqrt(d))
     noise = np.array([np.asarray(tree.append(x).value) - x * t for t in range(1, horizon + 1)])
     empirical = noise @ noise.T / d
-    expected = np.array(
-        [[len(set(dyadic_nodes(t)) & set(dyadic_nodes(u))) for u in range(1, horizon + 1)] for t in range(1, horizon + 1)]
-    ) * sigma**2
+    times = range(1, horizon + 1)
+    expected = np.array([[len(set(dyadic_nodes(t)) & set(dyadic_nodes(u))) for u in times] for t in times]) * sigma**2
     assert np.diag(expected) == pytest.approx([sigma**2 * bin(t).count("1") for t in range(1, horizon + 1)])
     np.testing.assert_allclose(empirical, expected, atol=5 * sigma**2 * 3 / np.sqrt(d))
     assert abs(noise.mean()) < 5 * sigma * 2 / np.sqrt(d * horizon)
@@ -191,7 +189,7 @@ def test_same_seed_same_releases():
         tree = BinaryTreeMechanism(zcdp_account(2), 6, (2, 2), 1.0, np.random.default_rng(9), sigma=1.0)
         return [tree.append(np.eye(2) * 0.3).value for _ in range(6)]
 
-    for a, b in zip(run(), run()):
+    for a, b in zip(run(), run(), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
