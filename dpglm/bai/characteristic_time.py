@@ -68,7 +68,7 @@ def characteristic_time(mu: ArrayLike, eps: float = np.inf) -> CharacteristicTim
     if np.any(mu[others] == mu[best]):
         raise ValueError("mu must have a unique best arm")
     m1, m = float(mu[best]), mu[others]
-    cap = _d_plus(1 - m1, 1 - m, np.asarray(eps))  # g_a(∞) = d⁻_ε(μ*, μ_a)
+    cap = _d_plus(np.asarray(1 - m1), 1 - m, np.asarray(eps))  # g_a(∞) = d⁻_ε(μ*, μ_a)
     ymax = float(cap.min())
 
     def neg_ratio(s: float) -> float:

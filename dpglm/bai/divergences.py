@@ -146,7 +146,7 @@ def _transport_cost(m1, m2, w1, w2, eps, *, return_argmin: bool = False):
     kinds = [(None, None), (None, None), (True, True), (False, False), (True, False), (True, False),
              (False, True), (False, True)]  # (leader on kl, challenger on kl) per candidate
     chosen = np.full(m1.shape, np.nan)
-    for x, (lead_kl, ch_kl) in zip(cands, kinds):
+    for x, (lead_kl, ch_kl) in zip(cands, kinds, strict=True):
         if lead_kl is None:
             continue
         ok = (x > lo) & (x < hi) & ((x >= h1) == lead_kl) & ((x <= g2) == ch_kl)

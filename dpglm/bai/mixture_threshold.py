@@ -47,7 +47,7 @@ def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def discrete_laplace_log_mgf(t: int, kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
-    """φ(θ) for noise g·Y, Y discrete Laplace P(y) ∝ e^{−|y|/t} on ℤ, with κ = ε·g·t > 0 (the scale in reward units times ε).
+    """φ(θ) for noise g·Y, Y discrete Laplace P(y) ∝ e^{−|y|/t} on ℤ, with κ = ε·g·t > 0 (scale in reward units × ε).
 
     E e^{sY} = (1 − p)²/((1 − pe^s)(1 − pe^{−s})), p = e^{−1/t}, |s| < 1/t, at s = λg = κθ/t;
     written with expm1 (1 − pe^{±s} = −expm1(±s − 1/t)) so that t up to 2^52 stays exact.
@@ -120,11 +120,11 @@ class MixtureThreshold:
         # lower Riemann sum: exp(F e^{−v}) at the cell's right end (decreasing in v)
         with np.errstate(under="ignore"):
             self._e = np.exp(self.f[:, None] * (np.exp(-self._v[1:])[None, :] - 1.0)) * dv[None, :]
-        self._g: dict[int, np.ndarray] = {}
+        self._g: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self._pair: dict[tuple[int, int], float] = {}
 
-    def _table(self, k: int):
-        """Per phase k: prefix minima PM[m, i] = min_{i_lo(m) ≤ i' ≤ i} J(cell i', f_m) (no factor e^F), and u-cell left ends.
+    def _table(self, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Per phase k: prefix minima PM[m, i] = min_{i_lo(m) ≤ i' ≤ i} J(cell i', f_m) (no e^F), and u-cell left ends.
 
         J(u, F) = ∫_0^∞ exp(F e^{−v} − kφ(u e^{−v})) / (1 + log(1/u) + v)² dv, a lower
         Riemann sum on cells (every factor at its worst end); cell i counts for the

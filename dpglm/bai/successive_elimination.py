@@ -27,8 +27,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
+from accounting.costs import as_fraction
+from accounting.validation import check_generator, check_int, check_positive, check_probability
 from dpglm._validation import check_max_steps
-from dpglm.bai.top_two import BAIResult, _check_mu
+from dpglm.bai.top_two import BAIResult, check_mu
 from mechanisms import LaplaceMechanism
 
 __all__ = ["DPSE"]
@@ -54,14 +56,11 @@ class DPSE:
     MEANS = ("fresh", "cumulative-count")
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, mean: str = "fresh") -> None:
-        self.mu = _check_mu(mu)
-        if not (isinstance(epsilon, (int, float, np.floating)) and 0 < epsilon < np.inf):
-            raise ValueError(f"epsilon must be in (0, inf), got {epsilon!r}")
-        if not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        self.mu = check_mu(mu)
+        self.epsilon, self.delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
         if mean not in self.MEANS:
             raise ValueError(f"mean must be one of {self.MEANS}, got {mean!r}")
-        self.epsilon, self.delta, self.mean = float(epsilon), float(delta), mean
+        self.mean = mean
 
     def epoch_length(self, epoch: np.ndarray, n_active: np.ndarray) -> np.ndarray:
         """R_e for epoch e with |S| active arms (Sajed & Sheffet 2019, Alg. DP-SE)."""
@@ -74,15 +73,14 @@ class DPSE:
 
     def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**10) -> BAIResult:
         """Simulate ``n_runs`` independent runs; pull counts are exact, sums Binomial."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
-            raise ValueError(f"n_runs must be an integer >= 1, got {n_runs!r}")
+        check_generator(rng)
+        n_runs = check_int("n_runs", n_runs)
         env_rng, noise_rng = rng.spawn(2)
         R, K = int(n_runs), self.mu.size
         max_steps = check_max_steps(max_steps, K)
-        ledgers = [Ledger(PureDP(self.epsilon)) for _ in range(R)]
-        mechs = [LaplaceMechanism(l.root, 1.0, noise_rng, cost=PureDP(self.epsilon)) for l in ledgers]
+        cost = PureDP(as_fraction(self.epsilon, "epsilon"))
+        ledgers = [Ledger(cost) for _ in range(R)]
+        mechs = [LaplaceMechanism(ledger.root, 1.0, noise_rng, cost=cost) for ledger in ledgers]
         active = np.ones((R, K), dtype=bool)
         t = np.zeros(R, dtype=np.int64)
         pulled = np.zeros(R, dtype=np.int64)  # per active arm: Σ_{j≤e} R_j (the same for every active arm)
@@ -95,7 +93,8 @@ class DPSE:
             r_e = self.epoch_length(np.full(rows.size, e), size)
             sums = env_rng.binomial(np.where(active[rows], r_e[:, None], 0), self.mu).astype(float)
             pulled[rows] += r_e
-            # "cumulative-count": release (R_e/n_e)·S_e (sensitivity R_e/n_e ≤ 1), so that /R_e gives S_e/n_e + Lap(1/(εR_e))
+            # "cumulative-count": release (R_e/n_e)·S_e (sensitivity R_e/n_e ≤ 1),
+            # so that /R_e gives S_e/n_e + Lap(1/(εR_e))
             scaled = sums if self.mean == "fresh" else sums * (r_e / pulled[rows])[:, None]
             noisy = np.empty_like(sums)
             for j, r in enumerate(rows):  # one Laplace release of the epoch's sums per run

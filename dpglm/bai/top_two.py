@@ -1,25 +1,21 @@
 """Top Two algorithms for fixed-confidence best-arm identification, simulated in lockstep.
 
-:class:`DPTopTwo` (DP-TT, Jourdan & Azize 2025, §5 and Alg. 1),
-:class:`EBTopTwo` (EB-TCI, non-private; Jourdan et al. 2022), and the
-AdaP-TT baselines :class:`AdaPTT` / :class:`AdaPTTStar` (Azize et al. 2023, as
-its authors ran it; AdaP-TT⋆'s challenger reconstructed) share one engine.
+:class:`DPTopTwo` (DP-TT, Jourdan & Azize 2025, §5 and Alg. 1) and :class:`EBTopTwo`
+(EB-TCI, non-private; Jourdan et al. 2022) share one engine, :class:`TopTwoEngine`,
+with the AdaP-TT baselines of :mod:`dpglm.bai.adap_tt` (re-exported here).
 
 Sampling rule (every step): leader B = empirical best of the (clipped) private
 means with random tie-breaking (AdaP-TT: a private UCB index); TCI challenger C = argmin_{a≠B} cost(B, a, μ̃,
 N) + log N_a with the true counts N; β-tracking: pull B if N^B_B ≤ β·L_B
 (L_B: rounds B was leader, this one included), else C (paper Alg. 1 lines 5–9).
 
-Simulation (a documented speed device, not part of the algorithm). Between
-two refreshes of the estimator nothing the leader or the stopping rule reads
-changes, and no reward is read. The engine therefore advances each run by
-*blocks*: the leader pulls of a block follow from the tracking rule in closed
-form (N^B_B = ⌊βL_B⌋ + 1 once B has led), the challenger pulls are assigned
-by merging the TCI keys linearised in N_a at the block start (slope
-∂cost/∂w_a = d⁺_ε(μ̃_a, x*) by the envelope theorem, plus 1/N_a), and a
-block ends exactly when some arm reaches its next refresh point, or after at
-most ``block_fraction``·t steps. Only then are the rewards drawn, as a Binomial
-sum per arm — exactly equal in distribution to pulling one by one. The
+Simulation (a documented speed device, not part of the algorithm;
+:mod:`dpglm.bai.block_engine`). Each run advances by *blocks* between two
+refreshes of its estimator: the leader pulls follow from the tracking rule in
+closed form, the challenger pulls are assigned by merging the TCI keys
+linearised in N_a at the block start (slope ∂cost/∂w_a = d⁺_ε(μ̃_a, x*) by the
+envelope theorem, plus 1/N_a), and a block ends exactly when some arm reaches
+its next refresh point, or after at most ``block_fraction``·t steps. The
 challenger split inside a block is thus an approximation of the per-step TCI
 argmin (exact as ``block_fraction`` → 0 up to the N_B drift inside a block);
 correctness (δ) and privacy (ε) do not depend on the sampling rule at all.
@@ -37,28 +33,34 @@ close to w*_{ε,β}, every arm has N_a ≥ w*_a t/2 > f(t) from some t on, so
 the forcing stops acting. Before that, it only adds pulls to under-sampled
 arms, which the sufficient-exploration step of the Top Two analysis allows.
 ``challenger_counts="phase"`` computes the TCI keys with the phase counts Ñ
-instead of N (keys then change only at refreshes). It is measured, not
-proven: the Top Two convergence argument evaluates the transport cost at the
-current allocation N, so this variant is not the default.
+instead of N (keys then change only at refreshes); ``docs/bai-threshold.md``,
+"Sampling rule", says what this changes and what it does not.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from accounting import Ledger, PureDP
+from accounting import Ledger
+from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
 from dpglm._validation import check_max_steps, real_array
+from dpglm.bai.block_engine import Block, exact_block, force_exploration, merged_ranks, private_block, tracking_pulls
 from dpglm.bai.divergences import _d_plus, _transport_cost
+from dpglm.bai.estimators import ExactEstimator, MeanEstimator, PrivateEstimator
 from dpglm.bai.mixture_threshold import MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
-from mechanisms.geometric import GeometricBatchMean
 from mechanisms.noise import laplace_scale_for
 
-__all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "AdaPTT", "AdaPTTStar", "eta_for_epsilon", "tracking_pulls"]
+__all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "TopTwoEngine", "check_mu",
+           "eta_for_epsilon", "tracking_pulls"]
+
+_merged_ranks = merged_ranks  # the former private name, kept for callers and tests
 
 
 @dataclass
@@ -75,24 +77,12 @@ class BAIResult:
     recommendations: np.ndarray
     stopped: np.ndarray
     best_arm: int
-    ledgers: list = field(default_factory=list)
+    ledgers: list[Ledger] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
         """Runs that stopped and recommended a wrong arm."""
         return int(np.sum(self.stopped & (self.recommendations != self.best_arm)))
-
-
-def tracking_pulls(t: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float) -> np.ndarray:
-    """Leader pulls in the next ``t`` rounds of β-tracking (paper Alg. 1, line 7).
-
-    Rule per round: L_B ← L_B + 1; pull B iff N^B_B ≤ β L_B. It keeps
-    N^B_B = ⌊βL_B⌋ + 1 once L_B ≥ 1 (induction), so the pulls in t rounds
-    are ⌊β(L_B + t)⌋ + 1 − N^B_B, clipped to [0, t].
-    """
-    t = np.asarray(t, dtype=np.int64)
-    pulls = np.floor(beta * (l_lead + t) + 1e-9).astype(np.int64) + 1 - n_lead
-    return np.clip(pulls, 0, t)
 
 
 def eta_for_epsilon(epsilon: float) -> float:
@@ -108,101 +98,8 @@ def eta_for_epsilon(epsilon: float) -> float:
     return float(min(1.0, max(0.25, 2.0 / float(epsilon))))
 
 
-def _first_t(target: np.ndarray, fn, hi: np.ndarray) -> np.ndarray:
-    """Smallest integer t in [1, hi] with fn(t) ≥ target (fn non-decreasing); hi if none."""
-    lo = np.ones_like(target)
-    hi = hi.copy()
-    for _ in range(64):
-        if np.all(lo >= hi):
-            break
-        mid = (lo + hi) // 2
-        ok = fn(mid) >= target
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid + 1)
-    return hi
-
-
-def _merged_ranks(v: np.ndarray, s: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """1-based rank of element j[:, a] of every arm a in the merge of the sequences v_c + i·s_c.
-
-    Ties in value go to the smaller arm index, so the order is strict and total.
-    ``v``, ``s``, ``j`` have shape (R, K); arms with v = +inf are not in the merge.
-    """
-    e = (v + j * s)[:, :, None]  # [r, a, 1]
-    vc, sc = v[:, None, :], s[:, None, :]  # [r, 1, c]
-    with np.errstate(invalid="ignore", over="ignore"):
-        ratio = (e - vc) / sc
-    k = v.shape[1]
-    before = np.arange(k)[None, :] < np.arange(k)[:, None]  # [a, c]: c < a
-    g = np.where(np.isfinite(ratio), np.maximum(np.floor(ratio) - 1, 0), 0)
-    # recount near the boundary with the same float formula as e (v + i·s), so that
-    # equal elements compare equal
-    cnt = g.copy()
-    alive = np.isfinite(vc) & np.isfinite(ratio)
-    for d in range(3):
-        val = vc + (g + d) * sc
-        alive &= np.where(before, val <= e, val < e)
-        cnt += alive
-    cnt[:, np.arange(k), np.arange(k)] = 0
-    # an arm whose key barely grows (slope ~ 0) precedes everything: cap the rank so
-    # that it stays an exact, castable integer meaning "not within any block"
-    return np.minimum(1 + j + cnt.sum(axis=2), 2.0**62)
-
-
-class _Estimator:
-    """Means behind the stopping and sampling rules: private (geometric batches) or exact."""
-
-    def __init__(self, n_runs, n_arms, epsilon, rng, eta, forget, private):
-        self.private = private
-        shape = (n_runs, n_arms)
-        if private:
-            self.ledgers = [Ledger(PureDP(epsilon)) for _ in range(n_runs)]
-            self.mech = GeometricBatchMean([l.root for l in self.ledgers], n_arms, epsilon, rng, eta=eta, forget=forget)
-        else:
-            self.ledgers = []
-            self._counts = np.zeros(shape, dtype=np.int64)
-            self._sums = np.zeros(shape)
-        self.noisy_sum = np.zeros(shape)
-
-    @property
-    def counts(self):
-        return self.mech.counts if self.private else self._counts
-
-    @property
-    def next_refresh(self):
-        return self.mech.next_refresh if self.private else self._counts + 1
-
-    @property
-    def phase_counts(self):
-        return self.mech.phase_counts if self.private else self._counts
-
-    @property
-    def phases(self):
-        return self.mech.batches if self.private else np.maximum(self._counts, 1)
-
-    def observe(self, counts, sums) -> np.ndarray:
-        """Feed completed batches; returns the (R, K) mask of refreshed entries."""
-        if self.private:
-            released = self.mech.observe(counts, sums)
-            mask = np.zeros(counts.shape, dtype=bool)
-            for r, a, rel in released:  # the policy reads Release values only
-                self.noisy_sum[r, a] = rel.value
-                mask[r, a] = True
-            return mask
-        if np.any(sums < 0) or np.any(sums > counts):
-            raise ValueError("rewards must lie in [0, 1]")
-        self._counts += counts
-        self._sums += sums
-        self.noisy_sum = self._sums.copy()
-        return counts > 0
-
-    def means(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m = self.noisy_sum / self.phase_counts
-        return np.clip(np.nan_to_num(m, nan=0.5), 0.0, 1.0)
-
-
-def _check_mu(mu: ArrayLike) -> np.ndarray:
+def check_mu(mu: ArrayLike) -> np.ndarray:
+    """The Bernoulli means of an instance: a 1-D array of ≥ 2 values in [0, 1] with a unique best arm."""
     mu = real_array("mu", mu)
     if mu.ndim != 1:
         raise ValueError(f"mu must be a 1-D array of >= 2 Bernoulli means in [0, 1], got shape {mu.shape}")
@@ -213,14 +110,63 @@ def _check_mu(mu: ArrayLike) -> np.ndarray:
     return mu
 
 
-class _TopTwo:
+_check_mu = check_mu  # the former private name (dpglm.bai.successive_elimination, tests)
+
+
+def _check_epsilon(epsilon: object) -> float:
+    """ε in (0, ∞]: ∞ is the non-private limit (EB-TCI's costs)."""
+    if isinstance(epsilon, (float, np.floating)) and epsilon == math.inf:
+        return math.inf
+    return check_positive("epsilon", epsilon)
+
+
+def _check_forced_exploration(value: object) -> str | None:
+    rule = {False: None, True: "sqrt"}[value] if isinstance(value, bool) else value
+    if rule not in (None, "sqrt", "log-linear"):
+        raise ValueError(f"forced_exploration must be False, True ('sqrt') or 'log-linear', got {value!r}")
+    return None if rule is None else str(rule)
+
+
+def _check_eta(eta: object, epsilon: float) -> float:
+    if eta == "auto":
+        return eta_for_epsilon(epsilon)
+    if not (isinstance(eta, (int, float, np.floating)) and 0 < eta < np.inf):
+        raise ValueError(f"eta must be a positive float or 'auto', got {eta!r}")
+    return float(eta)
+
+
+@dataclass
+class _Runs:
+    """The engine's per-run state, arrays indexed ``[run]`` or ``[run, arm]``."""
+
+    pulls: np.ndarray  # N_{r,a}
+    leader_pulls: np.ndarray  # N^B_{r,a}: pulls of a in rounds a led
+    leader_rounds: np.ndarray  # L_{r,a}: rounds a led
+    t: np.ndarray  # steps so far
+    tau: np.ndarray  # stopping time (max_steps until stopped)
+    recommendation: np.ndarray
+    stopped: np.ndarray
+    leader: np.ndarray  # sampling leader B
+    best: np.ndarray  # empirical best ã: stopping and recommendation
+
+    @classmethod
+    def start(cls, n_runs: int, n_arms: int, max_steps: int) -> _Runs:
+        """Every arm pulled once: N = 1, t = K."""
+        zeros = np.zeros((n_runs, n_arms), dtype=np.int64)
+        return cls(np.ones((n_runs, n_arms), dtype=np.int64), zeros, zeros.copy(),
+                   np.full(n_runs, n_arms, dtype=np.int64), np.full(n_runs, max_steps, dtype=np.int64),
+                   np.full(n_runs, -1, dtype=np.int64), np.zeros(n_runs, dtype=bool),
+                   np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64))
+
+
+class TopTwoEngine:
     """Shared lockstep engine; subclasses set the estimator, costs and stopping rule."""
 
     private = True
     forget = False
     #: "provable" = "mixture" (time-uniform pair threshold, the default) for DP-TT; "phase-union" the
     #: per-arm union over phases; "gamma" its closed form; "heuristic" unproven (figure comparison)
-    THRESHOLDS = ("provable", "mixture", "phase-union", "gamma", "heuristic")
+    THRESHOLDS: tuple[str, ...] = ("provable", "mixture", "phase-union", "gamma", "heuristic")
 
     def __init__(
         self,
@@ -229,71 +175,63 @@ class _TopTwo:
         delta: float,
         *,
         beta: float = 0.5,
-        eta: float = 1.0,
+        eta: float | str = 1.0,
         threshold: str = "provable",
         block_fraction: float = 1 / 32,
         forced_exploration: bool | str = False,
         challenger_counts: str = "true",
     ) -> None:
-        self.mu = _check_mu(mu)
-        fe = {False: None, True: "sqrt"}.get(forced_exploration, forced_exploration) \
-            if isinstance(forced_exploration, bool) else forced_exploration
-        if fe not in (None, "sqrt", "log-linear"):
-            raise ValueError(f"forced_exploration must be False, True ('sqrt') or 'log-linear', got {forced_exploration!r}")
-        self.forced_exploration = fe
+        self.mu = check_mu(mu)
+        self.forced_exploration = _check_forced_exploration(forced_exploration)
         if challenger_counts not in ("true", "phase"):
             raise ValueError(f"challenger_counts must be 'true' or 'phase', got {challenger_counts!r}")
         self.challenger_counts = challenger_counts
-        self.epsilon = float(epsilon)
-        if not self.epsilon > 0:
-            raise ValueError(f"epsilon must be in (0, inf], got {epsilon!r}")
-        if not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        if not 0 < beta < 1:
-            raise ValueError(f"beta must be in (0, 1), got {beta!r}")
-        if not 0 < block_fraction <= 1:
-            raise ValueError(f"block_fraction must be in (0, 1], got {block_fraction!r}")
+        self.epsilon = _check_epsilon(epsilon)
+        self.delta = check_probability("delta", delta)
+        self.beta = check_probability("beta", beta)
+        self.block_fraction = check_real("block_fraction", block_fraction, 0.0, 1.0, low_open=True)
         if threshold not in self.THRESHOLDS:
             raise ValueError(f"threshold must be one of {self.THRESHOLDS}, got {threshold!r}")
-        if eta == "auto":
-            eta = eta_for_epsilon(self.epsilon)
-        if not (isinstance(eta, (int, float, np.floating)) and 0 < eta < np.inf):
-            raise ValueError(f"eta must be a positive float or 'auto', got {eta!r}")
-        self.delta, self.beta, self.eta, self.block_fraction = float(delta), float(beta), float(eta), block_fraction
+        self.eta = _check_eta(eta, self.epsilon)
+        self.threshold: Any = self._build_threshold(threshold)
+
+    def _build_threshold(self, name: str) -> Any:
+        """The stopping threshold named ``name`` (docs/bai-threshold.md); overridden by AdaP-TT."""
         k = self.mu.size
-        if threshold in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
-            # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb)
+        if name in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
+            # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb);
+            # replaced at run() by the lattice's discrete Laplace (_match_threshold_to_noise)
             kappa = self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
-            # replaced at run() by the noise the mechanism actually draws (_match_threshold_to_noise)
-            self.threshold = MixtureThreshold(k, delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
-        else:
-            self.threshold = {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
-                              "phase-union": LaplaceTailThreshold, "gamma": GammaThreshold,
-                              "heuristic": HeuristicThreshold}[threshold](k, delta)
+            return MixtureThreshold(k, self.delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
+        return {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
+                "phase-union": LaplaceTailThreshold, "gamma": GammaThreshold,
+                "heuristic": HeuristicThreshold}[name](k, self.delta)
 
     # -- sampling and stopping rules (overridden by AdaP-TT) ---------------------------
-    def _challenger_cost(self, m_lead, m, n_lead, n):
+    def _challenger_cost(self, m_lead: np.ndarray, m: np.ndarray, n_lead: np.ndarray,
+                         n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """TCI cost C*_ε(B, a, μ̃, N) and its derivative in N_a (envelope theorem)."""
         cost, x = _transport_cost(m_lead, m, n_lead, n, self.epsilon, return_argmin=True)
         return cost, _d_plus(m, x, np.asarray(self.epsilon))
 
-    def _challenger_keys(self, m, n, lead, t):
+    def _challenger_keys(self, m: np.ndarray, n: np.ndarray, lead: np.ndarray,
+                         t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-arm challenger key (argmin wins) and its slope in N_a: TCI, cost + log N_a."""
         i = np.arange(lead.size)
         cost, slope = self._challenger_cost(m[i, lead][:, None], m, n[i, lead][:, None], n)
         return cost + np.log(n), slope + 1.0 / n
 
-    def _leaders(self, est, rows, best):
+    def _leaders(self, est: Any, rows: np.ndarray, best: np.ndarray) -> np.ndarray:
         """Sampling leader B: the empirical best ã (paper Alg. 1, line 4)."""
         return best[rows]
 
-    def _should_stop(self, est: _Estimator, rows: np.ndarray, lead: np.ndarray) -> np.ndarray:
-        """GLR: C*_ε(ã, a, μ̃, Ñ) > c(ã) + c(a) for every a ≠ ã (paper §4)."""
+    def _should_stop(self, est: Any, rows: np.ndarray, lead: np.ndarray) -> np.ndarray:
+        """GLR: C*_ε(ã, a, μ̃, Ñ) > c(ã, a) for every a ≠ ã (paper §4; docs/bai-threshold.md)."""
         m = est.means()[rows]
         nt = est.phase_counts[rows].astype(float)
         i = np.arange(len(rows))
         z = _transport_cost(m[i, lead][:, None], m, nt[i, lead][:, None], nt, self.epsilon)
-        if getattr(self.threshold, "data_dependent", False):  # c(k_ã, k_a; μ̃), time-uniform (docs/bai-threshold.md)
+        if getattr(self.threshold, "data_dependent", False):  # c(k_ã, k_a; μ̃), time-uniform
             k = est.phases[rows]
             margin = z - self.threshold.pair_data(k[i, lead], m[i, lead], k, m, lead)
         elif getattr(self.threshold, "pairwise", False):
@@ -307,125 +245,96 @@ class _TopTwo:
 
     # -- engine ---------------------------------------------------------------------------
     def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**8) -> BAIResult:
-        """Simulate ``n_runs`` independent runs on Bernoulli(μ) arms; return a :class:`BAIResult`."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
-            raise ValueError(f"n_runs must be an integer >= 1, got {n_runs!r}")
+        """Simulate ``n_runs`` independent runs in lockstep (each with its own ledger)."""
+        check_generator(rng)
+        n_runs = check_int("n_runs", n_runs)
         env_rng, noise_rng, tie_rng = rng.spawn(3)
-        R, K = int(n_runs), self.mu.size
-        max_steps = check_max_steps(max_steps, K)
-        est = _Estimator(R, K, self.epsilon, noise_rng, self.eta, self.forget, self.private)
+        n_arms = self.mu.size
+        max_steps = check_max_steps(max_steps, n_arms)
+        est: MeanEstimator = (PrivateEstimator(n_runs, n_arms, self.epsilon, noise_rng, eta=self.eta,
+                                               forget=self.forget)
+                              if self.private else ExactEstimator(n_runs, n_arms))
         self._match_threshold_to_noise(est)
-        N = np.ones((R, K), dtype=np.int64)
-        n_lead = np.zeros((R, K), dtype=np.int64)
-        l_lead = np.zeros((R, K), dtype=np.int64)
-        t = np.full(R, K, dtype=np.int64)
-        tau = np.full(R, max_steps, dtype=np.int64)
-        rec = np.full(R, -1, dtype=np.int64)
-        stopped = np.zeros(R, dtype=bool)
-        est.observe(N.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (R, K))).astype(float))
-        lead = np.zeros(R, dtype=np.int64)  # sampling leader B
-        best = np.zeros(R, dtype=np.int64)  # empirical best ã: stopping and recommendation
-        active = np.arange(R)
-        self._new_leaders(est, active, lead, best, tie_rng)
-        active = self._check(est, active, best, t, tau, rec, stopped)
-        rows_all = np.arange(R)
+        runs = _Runs.start(n_runs, n_arms, max_steps)
+        est.observe(runs.pulls.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (n_runs, n_arms))).astype(float))
+        active = np.arange(n_runs)
+        self._new_leaders(est, active, runs, tie_rng)
+        active = self._check(est, active, runs)
         while active.size:
-            rows = active
-            B = lead[rows]
-            i = np.arange(rows.size)
-            m = est.means()[rows]
-            n = N[rows]
-            if self.challenger_counts == "phase":  # keys on Ñ: constant between refreshes
-                v, s = self._challenger_keys(m, np.maximum(est.phase_counts[rows], 1), B, t[rows])
-                s = np.zeros_like(s)
-            else:
-                v, s = self._challenger_keys(m, n, B, t[rows])
-            # keys must grow visibly per pull for the merge: a key that does not grow (or
-            # shrinks: AdaP-TT's challenger when μ̃_a > μ̃_B) gets a slope just above its ulp
-            s = np.maximum(s, 1e-12 * np.maximum(1.0, np.abs(np.where(np.isfinite(v), v, 1.0))))
-            v[i, B] = np.inf
-            nb0, lb0 = n_lead[rows, B], l_lead[rows, B]
-            remaining = est.next_refresh[rows] - n  # ≥ 1 for every arm
-            budget = np.minimum(np.maximum(1, (self.block_fraction * t[rows]).astype(np.int64)), max_steps - t[rows])
-            budget = np.maximum(budget, 1)
-            lead_pulls = lambda tt: tracking_pulls(tt, nb0, lb0, self.beta)  # noqa: E731
-            chall_steps_k = lambda tt: tt - tracking_pulls(tt, nb0[:, None], lb0[:, None], self.beta)  # noqa: E731
-            if not est.private:  # every pull refreshes: one-step blocks, plain TCI argmin
-                length = np.ones(rows.size, dtype=np.int64)
-                pulls_b = lead_pulls(length)
-                add = np.zeros((rows.size, K), dtype=np.int64)
-                add[i, np.argmin(v, axis=1)] = 1 - pulls_b
-            else:
-                length = np.minimum(_first_t(remaining[i, B], lead_pulls, budget), budget)
-                jr = (remaining - 1).astype(float)
-                jr[i, B] = 0.0
-                rank = _merged_ranks(v, s, jr).astype(np.int64)  # challenger step of each arm's refresh
-                ta = _first_t(rank, chall_steps_k, np.broadcast_to(budget[:, None], rank.shape).copy())
-                ta[i, B] = budget
-                length = np.minimum(length, ta.min(axis=1))
-                pulls_b = lead_pulls(length)
-                m_ch = (length - pulls_b)[:, None]
-                # arm a's challenger pulls: #{j : rank(a, j) ≤ m_ch}, binary search on j ∈ [0, m_ch]
-                lo = np.zeros((rows.size, K), dtype=np.int64)
-                hi_j = np.broadcast_to(m_ch, lo.shape).copy()
-                hi_j[i, B] = 0
-                for _ in range(64):
-                    if np.all(lo >= hi_j):
-                        break
-                    mid = (lo + hi_j + 1) // 2
-                    ok = _merged_ranks(v, s, (mid - 1).astype(float)) <= m_ch
-                    lo = np.where(ok, mid, lo)
-                    hi_j = np.where(ok, hi_j, mid - 1)
-                add = lo
-            add[i, B] += pulls_b
-            if self.forced_exploration:
-                # Garivier & Kaufmann (2016) forced exploration: while some arm has
-                # N_a < √t − K/2, pull the least pulled one (checked at block starts;
-                # its consecutive forced pulls are exactly the per-step rule's)
-                low = np.argmin(n, axis=1)
-                tt = t[rows].astype(float)
-                floor = np.sqrt(tt) - K / 2 if self.forced_exploration == "sqrt" else tt / (K * (1 + np.log(tt)))
-                deficit = np.ceil(floor).astype(np.int64) - n[i, low]
-                forced = deficit > 0
-                f_len = np.minimum(np.minimum(deficit, remaining[i, low]), budget)
-                add = np.where(forced[:, None], 0, add)
-                add[i[forced], low[forced]] = f_len[forced]
-                pulls_b = np.where(forced, 0, pulls_b)
-                length = np.where(forced, f_len, length)
-            if np.any(add.sum(axis=1) != length):
-                raise RuntimeError("block split does not add up; please report this bug")
-            N[rows] += add
-            n_lead[rows, B] += pulls_b
-            l_lead[rows, B] += length
-            t[rows] += length
-            due = N[rows] == est.next_refresh[rows]
-            batch = np.zeros((R, K), dtype=np.int64)
-            batch[rows] = np.where(due, N[rows] - est.counts[rows], 0)
-            sums = np.zeros((R, K))
-            sums[rows] = env_rng.binomial(batch[rows], self.mu).astype(float)
-            refreshed = est.observe(batch, sums)
-            changed = rows_all[refreshed.any(axis=1)]
+            block = self._plan_block(est, runs, active, max_steps)
+            self._advance(runs, active, block)
+            refreshed = est.observe(*self._completed_batches(est, runs, active, env_rng))
+            changed = np.arange(n_runs)[refreshed.any(axis=1)]
+            done = np.array([], dtype=np.int64)
             if changed.size:
-                self._new_leaders(est, changed, lead, best, tie_rng)
-                still = self._check(est, changed, best, t, tau, rec, stopped)
-                done = np.setdiff1d(changed, still)
-            else:
-                done = np.array([], dtype=np.int64)
-            cut = rows[t[rows] >= max_steps]
-            rec[cut] = best[cut]  # what the run would recommend if it stopped now
-            active = np.setdiff1d(rows, np.union1d(done, cut))
-        return BAIResult(tau, rec, stopped, int(np.argmax(self.mu)), est.ledgers)
+                self._new_leaders(est, changed, runs, tie_rng)
+                done = np.setdiff1d(changed, self._check(est, changed, runs))
+            cut = active[runs.t[active] >= max_steps]
+            runs.recommendation[cut] = runs.best[cut]  # what the run would recommend if it stopped now
+            active = np.setdiff1d(active, np.union1d(done, cut))
+        return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.mu)), est.ledgers)
 
-    def _match_threshold_to_noise(self, est: _Estimator) -> None:
+    def _sampling_keys(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Challenger keys and their (strictly positive) slopes in N_a; the leader's key is +inf."""
+        lead = runs.leader[rows]
+        m = est.means()[rows]
+        if self.challenger_counts == "phase":  # keys on Ñ: constant between refreshes
+            keys, slopes = self._challenger_keys(m, np.maximum(est.phase_counts[rows], 1), lead, runs.t[rows])
+            slopes = np.zeros_like(slopes)
+        else:
+            keys, slopes = self._challenger_keys(m, runs.pulls[rows], lead, runs.t[rows])
+        # keys must grow visibly per pull for the merge: a key that does not grow (or
+        # shrinks: AdaP-TT's challenger when μ̃_a > μ̃_B) gets a slope just above its ulp
+        slopes = np.maximum(slopes, 1e-12 * np.maximum(1.0, np.abs(np.where(np.isfinite(keys), keys, 1.0))))
+        keys[np.arange(rows.size), lead] = np.inf
+        return keys, slopes
+
+    def _plan_block(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray, max_steps: int) -> Block:
+        """The pulls of every active run until its next refresh (block_engine), forced exploration applied."""
+        keys, slopes = self._sampling_keys(est, runs, rows)
+        lead = runs.leader[rows]
+        n_lead, l_lead = runs.leader_pulls[rows, lead], runs.leader_rounds[rows, lead]
+        remaining = est.next_refresh[rows] - runs.pulls[rows]  # ≥ 1 for every arm
+        t = runs.t[rows]
+        budget = np.minimum(np.maximum(1, (self.block_fraction * t).astype(np.int64)), max_steps - t)
+        budget = np.maximum(budget, 1)
+        if est.private:
+            block = private_block(keys, slopes, remaining, lead, budget, n_lead, l_lead, self.beta)
+        else:  # every pull refreshes: one-step blocks, plain TCI argmin
+            block = exact_block(keys, lead, n_lead, l_lead, self.beta)
+        if self.forced_exploration:
+            block = force_exploration(block, runs.pulls[rows], remaining, t, budget, self.forced_exploration)
+        if np.any(block.pulls.sum(axis=1) != block.length):
+            raise RuntimeError("block split does not add up; please report this bug")
+        return block
+
+    @staticmethod
+    def _advance(runs: _Runs, rows: np.ndarray, block: Block) -> None:
+        lead = runs.leader[rows]
+        runs.pulls[rows] += block.pulls
+        runs.leader_pulls[rows, lead] += block.leader_pulls
+        runs.leader_rounds[rows, lead] += block.length
+        runs.t[rows] += block.length
+
+    def _completed_batches(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray,
+                           env_rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Counts and Binomial reward sums of the batches the block completed (zero elsewhere)."""
+        n_runs, n_arms = runs.pulls.shape
+        due = runs.pulls[rows] == est.next_refresh[rows]
+        batch = np.zeros((n_runs, n_arms), dtype=np.int64)
+        batch[rows] = np.where(due, runs.pulls[rows] - est.counts[rows], 0)
+        sums = np.zeros((n_runs, n_arms))
+        sums[rows] = env_rng.binomial(batch[rows], self.mu).astype(float)
+        return batch, sums
+
+    def _match_threshold_to_noise(self, est: MeanEstimator) -> None:
         """The mixture threshold must use the noise the estimator actually draws (docs/bai-threshold.md).
 
         In order: a mechanism's own ``noise_log_mgf``; the discrete Laplace of its
         lattice (grid g, scale t in grid units: κ = εgt, :func:`discrete_laplace_log_mgf`);
         else continuous Laplace with κ = ε·``scale``.
         """
-        if not isinstance(self.threshold, MixtureThreshold) or not est.private:
+        if not isinstance(self.threshold, MixtureThreshold) or not isinstance(est, PrivateEstimator):
             return
         phi = getattr(est.mech, "noise_log_mgf", None)
         lattice = getattr(est.mech, "_lattice", None)
@@ -436,24 +345,27 @@ class _TopTwo:
             phi = laplace_log_mgf(self.epsilon * float(est.mech.scale))
         self.threshold = MixtureThreshold(self.mu.size, self.delta, self.epsilon, self.eta, noise_log_mgf=phi)
 
-    def _new_leaders(self, est, rows, lead, best, tie_rng):
+    def _new_leaders(self, est: MeanEstimator, rows: np.ndarray, runs: _Runs, tie_rng: np.random.Generator) -> None:
         """ã: empirical best of the clipped private means, ties broken uniformly (paper §5); then B."""
         m = est.means()[rows]
         top = m == m.max(axis=1, keepdims=True)
-        best[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
-        lead[rows] = self._leaders(est, rows, best)
+        runs.best[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
+        runs.leader[rows] = self._leaders(est, rows, runs.best)
 
-    def _check(self, est, rows, best, t, tau, rec, stopped):
-        """Apply the stopping rule to ``rows`` (candidate ã = ``best``); returns the rows still running."""
-        stop = self._should_stop(est, rows, best[rows])
+    def _check(self, est: MeanEstimator, rows: np.ndarray, runs: _Runs) -> np.ndarray:
+        """Apply the stopping rule to ``rows`` (candidate ã = best); returns the rows still running."""
+        stop = self._should_stop(est, rows, runs.best[rows])
         done = rows[stop]
-        tau[done] = t[done]
-        rec[done] = best[done]
-        stopped[done] = True
+        runs.tau[done] = runs.t[done]
+        runs.recommendation[done] = runs.best[done]
+        runs.stopped[done] = True
         return rows[~stop]
 
 
-class DPTopTwo(_TopTwo):
+_TopTwo = TopTwoEngine  # the former private name
+
+
+class DPTopTwo(TopTwoEngine):
     """DP-TT: ε-global-DP Top Two with the GLR stopping rule (Jourdan & Azize 2025, Alg. 1).
 
     Geometric-batch Laplace estimator (cumulative; :class:`mechanisms.geometric.GeometricBatchMean`),
@@ -470,11 +382,11 @@ class DPTopTwo(_TopTwo):
     """
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, forced_exploration: bool | str = "log-linear",
-                 eta: float | str = "auto", **kwargs) -> None:
+                 eta: float | str = "auto", **kwargs: Any) -> None:
         super().__init__(mu, epsilon, delta, forced_exploration=forced_exploration, eta=eta, **kwargs)
 
 
-class EBTopTwo(_TopTwo):
+class EBTopTwo(TopTwoEngine):
     """EB-TCI: the non-private Top Two (Jourdan et al. 2022) with the kl GLR stopping rule.
 
     Means are exact empirical means updated every pull; costs use ε = ∞ (kl).
@@ -487,101 +399,17 @@ class EBTopTwo(_TopTwo):
 
     def __init__(self, mu: ArrayLike, delta: float, *, beta: float = 0.5, threshold: str = "heuristic") -> None:
         super().__init__(mu, np.inf, delta, beta=beta, threshold=threshold, block_fraction=1.0)
-        if threshold == "provable":  # no Laplace noise; the estimate refreshes at every count
-            self.threshold = ChernoffThreshold(self.mu.size, delta)
+
+    def _build_threshold(self, name: str) -> Any:
+        if name == "provable":  # no Laplace noise; the estimate refreshes at every count
+            return ChernoffThreshold(self.mu.size, self.delta)
+        return super()._build_threshold(name)
 
 
-class AdaPTT(_TopTwo):
-    """AdaP-TT (Azize et al. 2023): doubling episodes with forgetting, Laplace noise, a private UCB leader.
+def __getattr__(name: str) -> Any:
+    """AdaP-TT and AdaP-TT⋆ live in :mod:`dpglm.bai.adap_tt`; importable from here as before."""
+    if name in ("AdaPTT", "AdaPTTStar"):
+        from dpglm.bai import adap_tt
 
-    The algorithm as run in the authors' experiments (their public code; the
-    thesis' Alg. 10 was not available). Estimator: the last episode's mean +
-    Lap(1/(ε·Ñ)) (``GeometricBatchMean(forget=True)``, η = 1). Leader: the
-    private UCB index μ̃_a + log t_c/(εÑ_a) + √(log t_c/(2Ñ_a)), t_c the samples
-    behind completed episodes (the empirical best until every arm has one).
-    Challenger: argmin_{a≠B} (μ̃_B − μ̃_a + κ(t))/√(1/N_B + 1/N_a), κ(t) = 1/(1 + √t),
-    true counts N. Recommendation and stopping use the empirical best ã.
-    Stopping, ``threshold="provable"`` (default; derived here): stop when
-    μ̃_ã − h_ã − l_ã > max_{a≠ã} μ̃_a + h_a + l_a, with h = √(log(4/δ_k)/(2Ñ))
-    (Hoeffding), l = log(2/δ_k)/(εÑ) (Laplace tail), δ_k = δ/(K ζ(2) k²) per arm
-    and episode k: a union bound, δ-correct. ``threshold="heuristic"``: the
-    authors' empirical rule, ½(μ̃_ã − μ̃_a)²/(1/Ñ_ã + 1/Ñ_a) > log(1/δ) + log(1 + log Ñ_ã)
-    + log(1 + log Ñ_a) + (1/Ñ_ã + 1/Ñ_a)·log(1/δ)²/ε², with no guarantee.
-    Deviation: the leader/challenger mix is the engine's β-tracking rather than
-    a β-coin (same allocation in the limit); κ(t) takes the round t at the block
-    start (the authors pass t_c, at most a factor 2 smaller).
-    """
-
-    forget = True
-
-    def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, beta: float = 0.5,
-                 threshold: str = "provable", block_fraction: float = 1 / 32) -> None:
-        if threshold not in ("provable", "heuristic"):
-            raise ValueError(f"threshold must be 'provable' or 'heuristic', got {threshold!r}")
-        super().__init__(mu, epsilon, delta, beta=beta, eta=1.0, block_fraction=block_fraction)
-        self.stopping = threshold
-
-    def _leaders(self, est, rows, best):
-        m = est.means()[rows]
-        nt = est.phase_counts[rows].astype(float)
-        t_c = np.maximum(est.counts[rows].sum(axis=1, keepdims=True), 2).astype(float)
-        log_t = np.log(t_c)
-        with np.errstate(divide="ignore"):
-            index = m + log_t / (self.epsilon * nt) + np.sqrt(log_t / (2 * nt))
-        ucb = np.argmax(index, axis=1)
-        return np.where(np.all(nt > 0, axis=1), ucb, best[rows])
-
-    def _challenger_keys(self, m, n, lead, t):
-        i = np.arange(lead.size)
-        kappa = 1.0 / (1.0 + np.sqrt(t))[:, None]
-        num = m[i, lead][:, None] - m + kappa
-        inv = 1.0 / n[i, lead][:, None] + 1.0 / n
-        key = num / np.sqrt(inv)
-        return key, num * 0.5 * inv**-1.5 / n**2  # d key / d N_a
-
-    def _should_stop(self, est, rows, lead):
-        m = est.means()[rows]
-        nt = est.phase_counts[rows].astype(float)
-        i = np.arange(len(rows))
-        if self.stopping == "heuristic":
-            inv = 1.0 / nt[i, lead][:, None] + 1.0 / nt
-            glr = 0.5 * np.maximum(m[i, lead][:, None] - m, 0.0) ** 2 / inv
-            log_d = np.log(1 / self.delta)
-            c = log_d + np.log1p(np.log(nt[i, lead]))[:, None] + np.log1p(np.log(nt)) + inv * log_d**2 / self.epsilon**2
-            margin = glr - c
-            margin[i, lead] = np.inf
-            return np.all(margin > 0, axis=1)
-        k = est.phases[rows].astype(float)
-        dk = self.delta / (self.mu.size * (np.pi**2 / 6) * k**2)
-        width = np.sqrt(np.log(4 / dk) / (2 * nt)) + np.log(2 / dk) / (self.epsilon * nt)
-        lcb = m[i, lead] - width[i, lead]
-        ucb = m + width
-        ucb[i, lead] = -np.inf
-        return lcb > ucb.max(axis=1)
-
-
-class AdaPTTStar(AdaPTT):
-    r"""AdaP-TT⋆ (Azize et al. 2024): AdaP-TT whose TCI challenger uses the privacy-adapted cost W^{G,ε}.
-
-    Challenger: argmin_{a≠B} W^{G,ε}(B, a) + log N_a, with
-    W^{G,ε} = Δ̃₊·min{3ε, Δ̃₊} / (2σ²(1/N_B + 1/N_a)), Δ̃ = μ̃_B − μ̃_a, σ = 1/2.
-    That is the Gaussian cost Δ̃²/(2σ²(…)) while Δ̃₊ < 3ε (low privacy), and
-    3εΔ̃/(2σ²(…)), linear in the gap, beyond. Same estimator, UCB leader and
-    stopping rules as :class:`AdaPTT`.
-
-    Provenance. W^{G,ε} is taken from the thesis' eq. (5.9) as quoted in issue 17.
-    The primary text (Azize's thesis §5.4; JMLR 27 paper 24-0880; arXiv 2309.02202
-    App. D) could not be read here, so the formula is not verified against it. The
-    thesis' two-regime stopping threshold (eqs. 5.10–5.14) is **not** implemented.
-    The stopping rule is our provable union-bound rule, or the AdaP-TT authors'
-    heuristic one.
-    """
-
-    sigma2 = 0.25
-
-    def _challenger_keys(self, m, n, lead, t):
-        i = np.arange(lead.size)
-        gap = np.maximum(m[i, lead][:, None] - m, 0.0)
-        inv = 1.0 / n[i, lead][:, None] + 1.0 / n
-        scale = gap * np.minimum(3 * self.epsilon, gap) / (2 * self.sigma2)
-        return scale / inv + np.log(n), scale / (inv**2 * n**2) + 1.0 / n  # key and d key / d N_a
+        return getattr(adap_tt, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

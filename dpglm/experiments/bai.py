@@ -34,7 +34,7 @@ INSTANCES = {
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
 ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
-              "DP-SE (cumulative count)", "DP-TT (phase-count challenger)")  # new names go last: the seeds index this tuple
+              "DP-SE (cumulative count)", "DP-TT (phase-count challenger)")  # seeds come from the names, not the order
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
@@ -65,8 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _make(name: str, mu, eps: float, stopping: str = "provable"):
+    from dpglm.bai.adap_tt import AdaPTT, AdaPTTStar
     from dpglm.bai.successive_elimination import DPSE
-    from dpglm.bai.top_two import AdaPTT, AdaPTTStar, DPTopTwo, EBTopTwo
+    from dpglm.bai.top_two import DPTopTwo, EBTopTwo
 
     if stopping not in STOPPING:
         raise ValueError(f"unknown stopping family {stopping!r}; allowed: {STOPPING}")
@@ -130,11 +131,12 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: int | 
     tau = res.stopping_times.astype(float)
     err = res.errors
     lo, hi = _clopper_pearson(err, runs)
-    spent = [float(l.guarantee().eps) for l in res.ledgers]
+    spent = [float(ledger.guarantee().eps) for ledger in res.ledgers]
     return {
         "stopping": stopping, "instance": instance, "algorithm": algorithm, "epsilon": eps, "runs": runs,
         "mean": tau.mean(), "std": tau.std(ddof=1) if runs > 1 else 0.0, "median": float(np.median(tau)),
-        "q90": float(np.quantile(tau, 0.9)), "q95": float(np.quantile(tau, 0.95)), "cut": int(np.sum(~res.stopped)), "errors": err,
+        "q90": float(np.quantile(tau, 0.9)), "q95": float(np.quantile(tau, 0.95)), "cut": int(np.sum(~res.stopped)),
+        "errors": err,
         "error_rate": err / runs, "error_cp95_low": lo, "error_cp95_high": hi,
         "ledger_eps_max": max(spent) if spent else float("nan"),
         "steps": int(tau.sum()), "seconds": seconds, "seed": _seed_label(seed),
@@ -142,7 +144,8 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: int | 
     }
 
 
-def paper_budget_point(eps: float, runs: int, seed: int | tuple[int, ...], forced_exploration: bool = False) -> dict[str, Any]:
+def paper_budget_point(eps: float, runs: int, seed: int | tuple[int, ...],
+                       forced_exploration: bool = False) -> dict[str, Any]:
     """DP-TT's sampling rule on μ1 run to the paper's reported mean τ at ε: how often is its best arm wrong?
 
     Runs that the provable rule stops earlier keep their (δ-correct)
@@ -159,8 +162,9 @@ def paper_budget_point(eps: float, runs: int, seed: int | tuple[int, ...], force
     res = DPTopTwo(INSTANCES["mu1"], eps, DELTA, forced_exploration=forced_exploration).run(runs, rng, max_steps=budget)
     wrong = int(np.sum(res.recommendations != res.best_arm))
     lo, hi = _clopper_pearson(wrong, runs)
-    return {"instance": "mu1", "forced_exploration": forced_exploration, "epsilon": eps, "paper_tau": budget, "runs": runs,
-            "stopped_before": int(res.stopped.sum()), "steps": int(res.stopping_times.sum()), "wrong": wrong, "error_rate": wrong / runs,
+    return {"instance": "mu1", "forced_exploration": forced_exploration, "epsilon": eps, "paper_tau": budget,
+            "runs": runs, "stopped_before": int(res.stopped.sum()), "steps": int(res.stopping_times.sum()),
+            "wrong": wrong, "error_rate": wrong / runs,
             "error_cp95_low": lo, "error_cp95_high": hi, "delta": DELTA, "seed": _seed_label(seed)}
 
 
@@ -172,17 +176,18 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
 
     fig, axes = plt.subplots(len(STOPPING), len(INSTANCES), figsize=(6 * len(INSTANCES), 4.5 * len(STOPPING)),
                              squeeze=False)
-    for (fam, inst), ax in zip([(f, i) for f in STOPPING for i in INSTANCES], axes.ravel()):
+    for (fam, inst), ax in zip([(f, i) for f in STOPPING for i in INSTANCES], axes.ravel(), strict=True):
         for alg in ALGORITHMS:
             pts = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows
                          if r["instance"] == inst and r["algorithm"] == alg and r["stopping"] in (fam, "own"))
             if not pts:
                 continue
-            e, m, s = (list(x) for x in zip(*pts))
+            e, m, s = (list(x) for x in zip(*pts, strict=True))
             line = ax.plot(e, m, marker="o", ms=3, label=alg)[0]
-            lower = [max(mi - 2 * si, mi / 100) for mi, si in zip(m, s)]
-            ax.fill_between(e, lower, [mi + 2 * si for mi, si in zip(m, s)], color=line.get_color(), alpha=0.12)
-        be, bv = zip(*bounds[inst])
+            lower = [max(mi - 2 * si, mi / 100) for mi, si in zip(m, s, strict=True)]
+            upper = [mi + 2 * si for mi, si in zip(m, s, strict=True)]
+            ax.fill_between(e, lower, upper, color=line.get_color(), alpha=0.12)
+        be, bv = zip(*bounds[inst], strict=True)
         ax.plot(be, bv, "k--", label="lower bound T*_ε log(1/(3δ))")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -217,17 +222,17 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     grid = epsilon_grid(args.quick)
     tasks = []
-    for f, fam in enumerate(STOPPING):
-        for i, inst in enumerate(INSTANCES):
-            for a, alg in enumerate(ALGORITHMS):
+    for fam in STOPPING:
+        for inst in INSTANCES:
+            for alg in ALGORITHMS:
                 if alg in OWN_RULE and fam != STOPPING[0]:
                     continue  # its rule is its own: simulated once, drawn in both families
-                for j, eps in enumerate(grid if alg != "EB-TCI" else [float("inf")]):
+                for eps in grid if alg != "EB-TCI" else [float("inf")]:
                     tasks.append((inst, alg, eps, runs, args.seed, max_steps, fam))
     tasks.sort(key=lambda t: t[2])  # the slow small-ε points first: better load balance
     budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
     start = time.perf_counter()
-    jobs = [(run_point, t) for t in tasks]
+    jobs: list[tuple[Any, tuple[Any, ...]]] = [(run_point, t) for t in tasks]
     jobs += [(paper_budget_point, (e, 10 * runs, args.seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
     with Engine(engine) as running:
         it = running.imap(_call_point, jobs)
@@ -241,13 +246,14 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         if r["algorithm"] in OWN_RULE:
             r["stopping"] = "own"
-    budget_rows = sorted((r for r in results if "paper_tau" in r), key=lambda r: (r["forced_exploration"], r["epsilon"]))
+    budget_rows = sorted((r for r in results if "paper_tau" in r),
+                         key=lambda r: (r["forced_exploration"], r["epsilon"]))
     example = next((r["ledger_example"] for r in rows if r["ledger_example"]), "")
     (out / "bai_ledger_example.txt").write_text(example)
     for r in [r for r in rows if r["algorithm"] == "EB-TCI"]:  # non-private: one row per ε
         rows.remove(r)
         rows += [{**r, "epsilon": eps} for eps in grid]
-    bounds = {inst: [] for inst in INSTANCES}
+    bounds: dict[str, list[tuple[float, float]]] = {inst: [] for inst in INSTANCES}
     for inst, mu in INSTANCES.items():
         for eps in grid:
             ts = characteristic_time(mu, eps)

@@ -166,20 +166,32 @@ def test_sampling_rule_options():
 
 
 def test_adap_tt_star_challenger_cost_by_hand():
-    """W^{G,ε} = Δ₊ min(3ε, Δ₊)/(2σ²(1/N_B + 1/N_a)), σ = 1/2, plus log N_a; slope vs a finite difference."""
+    """W^{G,ε} = Δ₊ min(3ε, Δ₊)/(2σ²(1/N_B + 1/N_a)), σ = 1/2 (thesis eq. 5.12), no log N_a (TC); slope vs a difference."""
     alg = AdaPTTStar((0.7, 0.5, 0.45), 0.01, 0.1)
     m = np.array([[0.7, 0.5, 0.72]])
     n = np.array([[100.0, 40.0, 30.0]])
     key, slope = alg._challenger_keys(m, n, np.array([0]), np.array([170]))
     harm = lambda na: 1 / (1 / 100 + 1 / na)  # noqa: E731
     # arm 1: gap 0.2 ≥ 3ε = 0.03 (linear regime); arm 2: negative gap, cost 0
-    assert key[0, 1] == pytest.approx(0.2 * 0.03 / 0.5 * harm(40) + np.log(40))
-    assert key[0, 2] == pytest.approx(np.log(30))
+    assert key[0, 1] == pytest.approx(0.2 * 0.03 / 0.5 * harm(40))
+    assert key[0, 2] == 0.0
     big = AdaPTTStar((0.7, 0.5, 0.45), 1.0, 0.1)._challenger_keys(m, n, np.array([0]), np.array([170]))[0]
-    assert big[0, 1] == pytest.approx(0.2**2 / 0.5 * harm(40) + np.log(40))  # gap < 3ε: Gaussian regime
+    assert big[0, 1] == pytest.approx(0.2**2 / 0.5 * harm(40))  # gap < 3ε: Gaussian regime
     h = 1e-4
     fd = (alg._challenger_keys(m, n + np.array([[0, h, 0]]), np.array([0]), np.array([170]))[0][0, 1] - key[0, 1]) / h
     assert slope[0, 1] == pytest.approx(fd, rel=1e-4)
+
+
+def test_adap_tt_star_leader_is_the_thesis_ucb():
+    """B = argmax μ̃_a + √(k_a/Ñ_a) + k_a/(εÑ_a) (thesis Alg. 10, line 16), by hand."""
+    from types import SimpleNamespace
+
+    m, nt, k = np.array([[0.6, 0.5, 0.2]]), np.array([[64.0, 4.0, 8.0]]), np.array([[8.0, 4.0, 5.0]])
+    est = SimpleNamespace(means=lambda: m, phase_counts=nt, phases=k)
+    eps = 0.5
+    index = [0.6 + np.sqrt(8 / 64) + 8 / (eps * 64), 0.5 + np.sqrt(4 / 4) + 4 / (eps * 4), 0.2 + np.sqrt(5 / 8) + 5 / (eps * 8)]
+    lead = AdaPTTStar((0.7, 0.5, 0.45), eps, 0.1)._leaders(est, np.array([0]), np.array([0]))
+    assert lead.tolist() == [int(np.argmax(index))] == [1]
 
 
 def test_eta_for_epsilon_is_public_and_fine_at_large_epsilon():
