@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Literal
 
@@ -30,6 +30,7 @@ import numpy as np
 from scipy import optimize
 
 from accounting.costs import Number, as_fraction, show
+from accounting.validation import check_exact, check_real
 
 __all__ = [
     "zcdp_to_approx",
@@ -58,24 +59,15 @@ _LARGEST = Fraction(10**301)
 
 
 def _positive(value: Number, name: str) -> float:
-    exact = as_fraction(value, name)
-    if not 0 < exact <= _LARGEST:
-        raise ValueError(f"{name} must be > 0 and at most 1e301, got {show(exact)}")
-    return float(exact)
+    return float(check_exact(name, value, 0, _LARGEST, low_open=True))
 
 
 def _nonnegative(value: Number, name: str) -> float:
-    exact = as_fraction(value, name)
-    if not 0 <= exact <= _LARGEST:
-        raise ValueError(f"{name} must be >= 0 and at most 1e301, got {show(exact)}")
-    return float(exact)
+    return float(check_exact(name, value, 0, _LARGEST))
 
 
 def _delta(value: Number, name: str = "delta") -> float:
-    exact = as_fraction(value, name)
-    if not 0 < exact < 1:
-        raise ValueError(f"{name} must lie in (0, 1), got {value}")
-    return float(exact)
+    return float(check_exact(name, value, 0, 1, low_open=True, high_open=True))
 
 
 def cks_epsilon_at(alpha: float, rho: float, delta: float) -> float:
@@ -108,7 +100,7 @@ def _cks_rho_u(u: float, eps: float, log_delta: float) -> float:
     return (eps - math.log(u) + log1p_u + (log1p_u + log_delta) / u) / (1.0 + u)
 
 
-def _best_u(objective, guess: float) -> float:
+def _best_u(objective: Callable[[float], float], guess: float) -> float:
     """Minimise ``objective(u)`` over u = α − 1 > 0, searching ln u around the guess."""
     v0 = math.log(guess)
     result = optimize.minimize_scalar(
@@ -221,17 +213,12 @@ def pure_to_zcdp(eps: Number) -> float:
 
 def _sensitivity(sensitivity: Number) -> Fraction:
     """Δ read both as printed and as the binary float the code computes with; the larger."""
-    delta_l2 = as_fraction(sensitivity, "sensitivity")
-    if delta_l2 <= 0:
-        raise ValueError(f"sensitivity must be > 0 (finite), got {sensitivity}")
+    delta_l2 = check_exact("sensitivity", sensitivity, 0, low_open=True)
     return max(delta_l2, Fraction(float(sensitivity)))
 
 
 def _compositions(compositions: Number) -> Fraction:
-    k = as_fraction(compositions, "compositions")
-    if k <= 0:
-        raise ValueError(f"compositions must be > 0 (finite), got {compositions}")
-    return k
+    return check_exact("compositions", compositions, 0, low_open=True)
 
 
 def gaussian_rho_exact(sigma: Number, sensitivity: Number, compositions: Number = 1) -> Fraction:
@@ -242,9 +229,7 @@ def gaussian_rho_exact(sigma: Number, sensitivity: Number, compositions: Number 
     with; Δ the larger of its printed and binary values; k (> 0, e.g. the tree
     depth L or a factorization's Σc_k²) is exact.
     """
-    as_fraction(sigma, "sigma")
-    if not float(sigma) > 0:
-        raise ValueError(f"sigma must be > 0 (finite), got {sigma}")
+    check_real("sigma", float(check_exact("sigma", sigma)), 0, low_open=True)  # its binary float must be > 0
     s = Fraction(float(sigma))
     delta_l2 = _sensitivity(sensitivity)
     return _compositions(compositions) * delta_l2 * delta_l2 / (2 * s * s)
@@ -275,7 +260,8 @@ def _sqrt_guess(target: Fraction, rho: Number) -> float:
     except OverflowError:
         sigma = math.inf
     if not sys.float_info.min <= sigma < math.inf:
-        raise ValueError(f"rho must give a sigma within the float range (about 1e-300 to 1e300), got rho={show(as_fraction(rho, 'rho'))}")
+        raise ValueError("rho must give a sigma within the float range (about 1e-300 to 1e300), "
+                         f"got rho={show(as_fraction(rho, 'rho'))}")
     return sigma
 
 
@@ -296,9 +282,7 @@ def gaussian_sigma(rho: Number, sensitivity: Number, compositions: Number = 1) -
         Number k of Gaussian releases of sensitivity Δ the budget pays for (a
         rational weight for the tree depth or a factorization's column norm²).
     """
-    r = as_fraction(rho, "rho")
-    if r <= 0:
-        raise ValueError(f"rho must be > 0 (finite), got {rho}")
+    r = check_exact("rho", rho, 0, low_open=True)
     delta_l2 = _sensitivity(sensitivity)
     target = _compositions(compositions) * delta_l2 * delta_l2 / (2 * r)  # exact σ² lower limit
     sigma = _sqrt_guess(target, rho)

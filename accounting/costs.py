@@ -18,19 +18,24 @@ positive.
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal, Union
+from typing import Any, Literal, TypeAlias
+
+import numpy as np
+
+from accounting.validation import check_exact
 
 Relation = Literal["add_remove", "replace_one"]
 #: The neighbouring relations a charge may state: add/remove one user's data,
 #: or replace one user's data (the project default).
 RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 
-Number = Union[int, float, Fraction, Decimal, numbers.Real]
+#: What a cost field, a budget or a weight accepts: an int, float, Fraction or Decimal, or a numpy integer or
+#: floating scalar (any ``numbers.Real`` is read at run time). Every field *stores* a Fraction (:func:`as_fraction`).
+Number: TypeAlias = int | float | Fraction | Decimal | np.integer[Any] | np.floating[Any]
 
 
 def as_fraction(value: Number, name: str) -> Fraction:
@@ -40,28 +45,11 @@ def as_fraction(value: Number, name: str) -> Fraction:
     ----------
     value : int, float, Fraction, Decimal or numpy real scalar
         The number. ``bool`` and non-numbers raise ``TypeError``; NaN and
-        infinities raise ``ValueError``.
+        infinities raise ``ValueError`` (:func:`accounting.validation.check_exact`).
     name : str
         Argument name used in error messages.
     """
-    if type(value) is Fraction:
-        return value
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
-        raise TypeError(f"{name} must be a real number (int, float, Fraction), got {type(value).__name__}")
-    if isinstance(value, Fraction):
-        return value
-    if isinstance(value, numbers.Integral):
-        return Fraction(int(value))
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{name} must be finite, got {value}")
-        return Fraction(value)
-    as_float = float(value)
-    if not math.isfinite(as_float):
-        raise ValueError(f"{name} must be finite, got {as_float}")
-    if isinstance(value, numbers.Rational):
-        return Fraction(value.numerator, value.denominator)
-    return Fraction(repr(as_float))
+    return check_exact(name, value)
 
 
 def check_relation(relation: str) -> str:
@@ -76,20 +64,6 @@ def check_relation(relation: str) -> str:
     return relation
 
 
-def _nonnegative(value: Number, name: str) -> Fraction:
-    exact = as_fraction(value, name)
-    if exact < 0:
-        raise ValueError(f"{name} must be >= 0 (finite), got {value}")
-    return exact
-
-
-def _probability(value: Number, name: str) -> Fraction:
-    exact = as_fraction(value, name)
-    if not 0 <= exact < 1:
-        raise ValueError(f"{name} must lie in [0, 1), got {value}")
-    return exact
-
-
 def show(value: Fraction, digits: int = 6) -> str:
     """``value`` to ``digits`` significant digits, like ``f"{float(value):.6g}"`` but never overflowing.
 
@@ -101,48 +75,49 @@ def show(value: Fraction, digits: int = 6) -> str:
     return f"{(Decimal(value.numerator) / Decimal(value.denominator)).normalize():.{digits}g}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PureDP:
-    """Pure ε-differential privacy (Dwork et al. 2006). ``eps`` ∈ [0, ∞)."""
+    """Pure ε-differential privacy (Dwork et al. 2006). ``eps`` ∈ [0, ∞): any :data:`Number`, stored as a Fraction."""
 
     eps: Fraction
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
+    def __init__(self, eps: Number) -> None:
+        object.__setattr__(self, "eps", check_exact("eps", eps, 0))
 
     def __str__(self) -> str:
         return f"PureDP(eps={show(self.eps)})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ApproxDP:
-    """Approximate (ε, δ)-differential privacy. ``eps`` ∈ [0, ∞), ``delta`` ∈ [0, 1)."""
+    """Approximate (ε, δ)-differential privacy. ``eps`` ∈ [0, ∞), ``delta`` ∈ [0, 1): :data:`Number`, stored exactly."""
 
     eps: Fraction
     delta: Fraction
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eps", _nonnegative(self.eps, "eps"))
-        object.__setattr__(self, "delta", _probability(self.delta, "delta"))
+    def __init__(self, eps: Number, delta: Number) -> None:
+        object.__setattr__(self, "eps", check_exact("eps", eps, 0))
+        object.__setattr__(self, "delta", check_exact("delta", delta, 0, 1, high_open=True))
 
     def __str__(self) -> str:
         return f"ApproxDP(eps={show(self.eps)}, delta={show(self.delta)})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ZCDP:
     """(Approximate) ρ-zero-concentrated DP (Bun & Steinke 2016, Def. 1.1 and 8.1).
 
     ``rho`` ∈ [0, ∞); ``delta`` ∈ [0, 1) is the δ of approximate zCDP (0 for
-    plain zCDP, e.g. the Gaussian mechanism).
+    plain zCDP, e.g. the Gaussian mechanism). Both accept any :data:`Number`
+    and are stored as Fractions.
     """
 
     rho: Fraction
     delta: Fraction = Fraction(0)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", _nonnegative(self.rho, "rho"))
-        object.__setattr__(self, "delta", _probability(self.delta, "delta"))
+    def __init__(self, rho: Number, delta: Number = 0) -> None:
+        object.__setattr__(self, "rho", check_exact("rho", rho, 0))
+        object.__setattr__(self, "delta", check_exact("delta", delta, 0, 1, high_open=True))
 
     def __str__(self) -> str:
         if self.delta:
@@ -164,14 +139,14 @@ class GDP:
     mu_squared: Fraction
 
     def __init__(self, mu: Number) -> None:
-        exact = _nonnegative(mu, "mu")
+        exact = check_exact("mu", mu, 0)
         object.__setattr__(self, "mu_squared", exact * exact)
 
     @classmethod
     def from_mu_squared(cls, mu_squared: Number) -> GDP:
         """The μ-GDP cost with μ² = ``mu_squared`` (≥ 0, exact)."""
         cost = cls.__new__(cls)
-        object.__setattr__(cost, "mu_squared", _nonnegative(mu_squared, "mu_squared"))
+        object.__setattr__(cost, "mu_squared", check_exact("mu_squared", mu_squared, 0))
         return cost
 
     @property
@@ -188,14 +163,15 @@ class GDP:
     def __hash__(self) -> int:
         return hash(("GDP", self.mu_squared))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[Number], GDP], tuple[Fraction]]:
         return (GDP.from_mu_squared, (self.mu_squared,))
 
     def __repr__(self) -> str:
         square = self.mu_squared
         if square == 0 or Fraction(1, 10**300) < square < 10**300:
             return f"GDP(mu={self.mu:.6g})"
-        return f"GDP(mu={(Decimal(square.numerator) / Decimal(square.denominator)).sqrt().normalize():.6g})"  # no overflow
+        root = (Decimal(square.numerator) / Decimal(square.denominator)).sqrt()  # no float overflow
+        return f"GDP(mu={root.normalize():.6g})"
 
     __str__ = __repr__
 
@@ -211,7 +187,7 @@ ORDERS: tuple[Fraction, ...] = _default_orders()
 
 
 class RDP:
-    """A Rényi-DP curve ε(α) ≥ 0 on the grid :data:`ORDERS` (Mironov 2017; the grid and the filter: :mod:`accounting.rdp`).
+    """A Rényi-DP curve ε(α) ≥ 0 on the grid :data:`ORDERS` (Mironov 2017; grid and filter: :mod:`accounting.rdp`).
 
     Parameters
     ----------
@@ -231,9 +207,7 @@ class RDP:
         values = tuple(epsilons)
         if len(values) != len(ORDERS):
             raise ValueError(f"epsilons must have one value per order ({len(ORDERS)}), got {len(values)}")
-        exact = tuple(as_fraction(v, "epsilons") for v in values)
-        if any(v < 0 for v in exact):
-            raise ValueError("epsilons must be >= 0 at every order")
+        exact = tuple(check_exact("epsilons", v, 0) for v in values)
         object.__setattr__(self, "epsilons", exact)
 
     @classmethod
@@ -260,7 +234,7 @@ class RDP:
     def __hash__(self) -> int:
         return hash(("RDP", self.epsilons))
 
-    def __reduce__(self):  # pickle support for a slotted immutable value
+    def __reduce__(self) -> tuple[type[RDP], tuple[tuple[Fraction, ...]]]:  # pickle a slotted immutable value
         return (RDP, (self.epsilons,))
 
     def __repr__(self) -> str:
@@ -270,7 +244,7 @@ class RDP:
     __str__ = __repr__
 
 
-Cost = Union[PureDP, ApproxDP, ZCDP, GDP, RDP]
+Cost: TypeAlias = PureDP | ApproxDP | ZCDP | GDP | RDP
 COST_TYPES: tuple[type, ...] = (PureDP, ApproxDP, ZCDP, GDP, RDP)
 
 
@@ -281,7 +255,7 @@ def check_cost(cost: object, name: str = "cost") -> Cost:
     return cost  # type: ignore[return-value]
 
 
-def cost_to_dict(cost: Cost) -> dict[str, str]:
+def cost_to_dict(cost: Cost) -> dict[str, str | list[str]]:
     """Exact, JSON-ready form of a cost: fields as ``"num/den"`` strings."""
     if isinstance(cost, PureDP):
         return {"type": "pure", "eps": str(cost.eps)}
@@ -294,7 +268,7 @@ def cost_to_dict(cost: Cost) -> dict[str, str]:
     return {"type": "zcdp", "rho": str(cost.rho), "delta": str(cost.delta)}
 
 
-def cost_from_dict(data: dict[str, str]) -> Cost:
+def cost_from_dict(data: Mapping[str, Any]) -> Cost:
     """Inverse of :func:`cost_to_dict`."""
     kind = data.get("type")
     if kind == "pure":

@@ -27,12 +27,14 @@ mechanism under the ledger's relation.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 from dp_accounting import dp_event
 
+from accounting.chargeable import PartitionKey, Receipt
 from accounting.costs import (
     GDP,
     ORDERS,
@@ -40,12 +42,15 @@ from accounting.costs import (
     ZCDP,
     ApproxDP,
     Cost,
+    Number,
     PureDP,
+    as_fraction,
     check_relation,
 )
+from accounting.validation import check_exact
 
 if TYPE_CHECKING:
-    from accounting.ledger import Account, Ledger, Receipt
+    from accounting.ledger import Account, Ledger
 
 __all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "planned_curve", "to_dp_event"]
 
@@ -62,7 +67,7 @@ def _children(event: dp_event.DpEvent) -> list[tuple[dp_event.DpEvent, int]] | N
     return None
 
 
-def _leaves(event: dp_event.DpEvent, count: int = 1):
+def _leaves(event: dp_event.DpEvent, count: int = 1) -> Iterator[tuple[dp_event.DpEvent, int]]:
     """Yield (leaf event, count) of a tree of Composed / SelfComposed events."""
     children = _children(event)
     if children is None:
@@ -95,7 +100,8 @@ def _doubled(event: dp_event.DpEvent) -> dp_event.DpEvent:
     raise TypeError(f"{type(event).__name__} cannot be restated from add_remove to replace_one")
 
 
-def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str, currency: str):
+def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str,
+               currency: str) -> tuple[dp_event.DpEvent, Any, dp_event.DpEvent | None]:
     """(event, accountant relation, pair form or None): see the module docstring."""
     add_remove = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
     if relation == ledger_relation == "add_remove":
@@ -115,9 +121,9 @@ def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str, cur
         return doubled, add_remove, doubled
     if currency == "approx":
         return event, dp_accounting.NeighboringRelation.REPLACE_ONE, None
-    raise TypeError(f"a sampled add_remove event in a replace_one ledger cannot be costed in {currency}: dp-accounting's "
-                    "RdpAccountant(REPLACE_ONE) refuses Poisson-sampled Gaussians; charge it in an approx account "
-                    "(PLD under replace-one) or use an add_remove ledger")
+    raise TypeError(f"a sampled add_remove event in a replace_one ledger cannot be costed in {currency}: "
+                    "dp-accounting's RdpAccountant(REPLACE_ONE) refuses Poisson-sampled Gaussians; charge it in an "
+                    "approx account (PLD under replace-one) or use an add_remove ledger")
 
 
 def _gaussian_mu_squared(event: dp_event.DpEvent, currency: str) -> Fraction:
@@ -155,17 +161,10 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
         raise TypeError("delta is required for an approx account and refused elsewhere"
                         f" (account currency {currency!r}, delta={delta})")
     costed, neighbours, pair = _pair_form(event, relation, ledger_relation, currency)
+    if delta is not None:  # an approx account (checked above)
+        return _pld_cost(event, costed, neighbours, delta), pair
     if currency == "rdp":
-        from dp_accounting.rdp import rdp_privacy_accountant
-
-        accountant = rdp_privacy_accountant.RdpAccountant([float(o) for o in ORDERS], neighbours)
-        if not accountant.supports(costed):
-            raise TypeError(f"dp-accounting's RdpAccountant does not support {costed}")
-        accountant.compose(costed)
-        curve = accountant._rdp  # dp-accounting 0.6.0 keeps the composed curve here
-        if not all(math.isfinite(x) for x in curve):
-            raise TypeError(f"{type(event).__name__} has no finite RDP curve on the grid of orders")
-        return RDP.from_floats_up(curve), pair
+        return _rdp_cost(event, costed, neighbours), pair
     if currency == "gdp":
         return GDP.from_mu_squared(_gaussian_mu_squared(costed, currency)), pair
     if currency == "zcdp":
@@ -176,14 +175,31 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
             elif not isinstance(leaf, dp_event.NoOpDpEvent):
                 rho += _gaussian_mu_squared(leaf, currency) * count / 2
         return ZCDP(rho), pair
-    if currency == "pure":
-        eps = Fraction(0)
-        for leaf, count in _leaves(costed):
-            if isinstance(leaf, dp_event.LaplaceDpEvent) and leaf.noise_multiplier > 0:
-                eps += count / Fraction(float(leaf.noise_multiplier))
-            elif not isinstance(leaf, dp_event.NoOpDpEvent):
-                raise TypeError(f"a pure account takes only Laplace events, got {type(leaf).__name__}")
-        return PureDP(eps), pair
+    eps = Fraction(0)
+    for leaf, count in _leaves(costed):
+        if isinstance(leaf, dp_event.LaplaceDpEvent) and leaf.noise_multiplier > 0:
+            eps += count / Fraction(float(leaf.noise_multiplier))
+        elif not isinstance(leaf, dp_event.NoOpDpEvent):
+            raise TypeError(f"a pure account takes only Laplace events, got {type(leaf).__name__}")
+    return PureDP(eps), pair
+
+
+def _rdp_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any) -> RDP:
+    """The RDP curve of ``costed`` on the grid by dp-accounting's ``RdpAccountant``, rounded up."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant([float(o) for o in ORDERS], neighbours)
+    if not accountant.supports(costed):
+        raise TypeError(f"dp-accounting's RdpAccountant does not support {costed}")
+    accountant.compose(costed)
+    curve = accountant._rdp  # dp-accounting 0.6.0 keeps the composed curve here
+    if not all(math.isfinite(x) for x in curve):
+        raise TypeError(f"{type(event).__name__} has no finite RDP curve on the grid of orders")
+    return RDP.from_floats_up(curve)
+
+
+def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> ApproxDP:
+    """The ε at ``delta`` of dp-accounting's PLD of ``costed`` (rounded up), as an (ε, δ) cost."""
     from dp_accounting.pld import pld_privacy_accountant
 
     accountant = pld_privacy_accountant.PLDAccountant(neighbours, value_discretization_interval=_PLD_INTERVAL)
@@ -193,10 +209,10 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
     eps = float(accountant.get_epsilon(float(delta)))
     if not math.isfinite(eps):
         raise TypeError(f"{type(event).__name__} has no finite epsilon at delta={float(delta)}")
-    return ApproxDP(_round_up(eps), delta), pair
+    return ApproxDP(_round_up(eps), delta)
 
 
-def planned_curve(event: dp_event.DpEvent, eps: object, delta: object, *, relation: str = "add_remove",
+def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relation: str = "add_remove",
                   ledger_relation: str = "add_remove") -> RDP:
     """A budget curve for an rdp share (ε, δ) shaped like ``event``'s RDP curve: the largest multiple meeting it.
 
@@ -204,23 +220,22 @@ def planned_curve(event: dp_event.DpEvent, eps: object, delta: object, *, relati
     where ``plan`` is the composition one expects to run (a multiple ≥ 1 when the
     plan fits the share). :func:`accounting.rdp.scaled_to_share` does the scaling.
     """
-    from accounting.costs import as_fraction
     from accounting.rdp import scaled_to_share
 
-    curve, _ = cost_of_event(event, "rdp", relation, ledger_relation)
+    if not isinstance(event, dp_event.DpEvent):
+        raise TypeError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}")
+    check_relation(relation)
+    costed, neighbours, _ = _pair_form(event, relation, ledger_relation, "rdp")
+    curve = _rdp_cost(event, costed, neighbours)
     return scaled_to_share(curve, as_fraction(eps, "eps"), as_fraction(delta, "delta"))
 
 
 def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, relation: str,
-                 delta: object = None, partition: object = None, note: str = "") -> Receipt:
+                 delta: Number | None = None, partition: PartitionKey = None, note: str = "") -> Receipt:
     """:meth:`accounting.ledger.Account.charge_event`."""
-    from accounting.costs import as_fraction
-
-    exact_delta = None if delta is None else as_fraction(delta, "delta")
-    if exact_delta is not None and not 0 < exact_delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
-    cost, pair = cost_of_event(event, account.currency, relation, account._ledger.relation, exact_delta)
-    return account._charge(cost, mechanism, account._ledger.relation, partition, note, analysis=False,
+    exact_delta = None if delta is None else check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
+    cost, pair = cost_of_event(event, account.currency, relation, account.relation, exact_delta)
+    return account._charge(cost, mechanism, account.relation, partition, note, analysis=False,
                            event=pair, from_event=True)
 
 
@@ -273,7 +288,8 @@ def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
             return {"float": value.hex()}
         return value
 
-    return encode(event)
+    encoded: dict[str, Any] = encode(event)
+    return encoded
 
 
 def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:

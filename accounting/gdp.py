@@ -26,6 +26,8 @@ from functools import lru_cache
 import mpmath
 from scipy import optimize, special
 
+from accounting.validation import check_exact
+
 __all__ = [
     "approx_to_gdp",
     "approx_to_gdp_certified",
@@ -65,7 +67,8 @@ def certified_delta(mu2: Fraction, eps: Fraction, delta: Fraction) -> bool:
         return True
     value = _delta_mp(mu2, eps)
     with mpmath.workdps(_DIGITS):
-        bound = mpmath.mpf(delta.numerator) / delta.denominator * (1 - mpmath.mpf(_SLACK.numerator) / _SLACK.denominator)
+        slack = mpmath.mpf(_SLACK.numerator) / _SLACK.denominator
+        bound = mpmath.mpf(delta.numerator) / delta.denominator * (1 - slack)
         return bool(value <= bound)
 
 
@@ -87,13 +90,6 @@ def approx_to_gdp(eps: float, delta: float) -> float:
     return float(optimize.brentq(lambda m: gdp_delta(m, eps) - delta, 0.0, high, xtol=1e-15, rtol=1e-15))
 
 
-def _check(eps: Fraction, delta: Fraction) -> None:
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {float(eps)}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {float(delta)}")
-
-
 @lru_cache(maxsize=4096)
 def gdp_to_approx_certified(mu2: Fraction, delta: Fraction) -> Fraction:
     """A rational ε with δ_μ(ε) ≤ δ certified, within ~10⁻⁹ relative of the exact ε of μ-GDP at δ.
@@ -104,7 +100,7 @@ def gdp_to_approx_certified(mu2: Fraction, delta: Fraction) -> Fraction:
         μ², exact (what a gdp account sums).
     delta : Fraction in (0, 1)
     """
-    _check(Fraction(0), delta)
+    check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     if mu2 == 0:
         return Fraction(0)
     eps = gdp_to_approx(math.sqrt(float(mu2)), float(delta))
@@ -122,7 +118,8 @@ def approx_to_gdp_certified(eps: Fraction, delta: Fraction) -> Fraction:
 
     A gdp account made from an (ε, δ) share gets μ_max² with this μ_max.
     """
-    _check(eps, delta)
+    check_exact("eps", eps, 0)
+    check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     mu = approx_to_gdp(float(eps), float(delta))
     margin = 1e-9
     while mu > 0:
@@ -147,9 +144,7 @@ def pure_to_gdp_certified(eps: Fraction) -> Fraction:
     G_μ ≤ f_ε, i.e. ε-DP ⇒ μ-GDP (DRS 2022, f-DP and symmetric
     tradeoffs, §2). No smaller μ works, since G_μ(α*) > α* = f_ε(α*) then.
     """
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {float(eps)}")
-    if eps == 0:
+    if check_exact("eps", eps, 0) == 0:
         return Fraction(0)
     if eps > 2000:
         # Φ̄(x) ≤ e^{−x²/2}/2, so Φ̄(√(2ε)) ≤ e^{−ε}/2 ≤ 1/(1 + e^ε): μ = 2√(2ε) dominates; an integer at or

@@ -267,7 +267,8 @@ class Journal:
             raise JournalCorruptError(f"journal {self.path} is not a dpglm journal (an SQLite file without its header)")
         rows = self._conn.execute("SELECT format, journal_id, meta, hash FROM header").fetchall()
         if len(rows) != 1 or rows[0][0] != FORMAT:
-            raise JournalCorruptError(f"journal {self.path} has a damaged or foreign header (expected one {FORMAT} row)")
+            raise JournalCorruptError(f"journal {self.path} has a damaged or foreign header "
+                                      f"(expected one {FORMAT} row)")
         _, journal_id, meta_text, digest = rows[0]
         if digest != _header_hash(journal_id, meta_text):
             raise JournalCorruptError(f"journal {self.path}: the header (budget, relation, journal id) is damaged "

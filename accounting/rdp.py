@@ -39,6 +39,7 @@ import mpmath
 import numpy as np
 
 from accounting.costs import ORDERS, RDP
+from accounting.validation import check_exact
 
 __all__ = ["ORDERS", "RDP", "curve_to_approx_certified", "gaussian_curve", "largest_gaussian_rho", "pure_curve",
            "scaled_to_share"]
@@ -76,8 +77,7 @@ def curve_to_approx_certified(epsilons: Sequence[Fraction], delta: Fraction) -> 
     epsilons : tuple of Fraction, one per order of :data:`ORDERS`
     delta : Fraction in (0, 1)
     """
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {float(delta)}")
+    check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     if not any(epsilons):
         return Fraction(0)
     tau = np.array([float(e) for e in epsilons])
@@ -104,8 +104,8 @@ def largest_gaussian_rho(eps: Fraction, delta: Fraction) -> Fraction:
     ρ = max_α [ε − ln(1 − 1/α) + (ln δ + ln α)/(α − 1)]/α; the result is then
     checked with :func:`curve_to_approx_certified`.
     """
-    if eps <= 0 or not 0 < delta < 1:
-        raise ValueError(f"need eps > 0 and delta in (0, 1), got ({float(eps)}, {float(delta)})")
+    check_exact("eps", eps, 0, low_open=True)
+    check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     with mpmath.workdps(_DIGITS):
         e, log_delta = _mp(eps), mpmath.log(_mp(delta))
         best = max((e - mpmath.log(1 - 1 / _mp(a)) + (log_delta + mpmath.log(_mp(a))) / (_mp(a) - 1)) / _mp(a)
@@ -114,7 +114,8 @@ def largest_gaussian_rho(eps: Fraction, delta: Fraction) -> Fraction:
             raise ValueError(f"no Gaussian curve on the grid meets (eps={float(eps)}, delta={float(delta)})")
         rho = Fraction(int(mpmath.floor(best * 10**20 * (1 - mpmath.mpf(10) ** -12))), 10**20)
     if curve_to_approx_certified(gaussian_curve(rho), delta) > eps:
-        raise RuntimeError(f"the Gaussian curve of rho={float(rho)} failed its certificate at ({float(eps)}, {float(delta)})")
+        raise RuntimeError(f"the Gaussian curve of rho={float(rho)} failed its certificate "
+                           f"at ({float(eps)}, {float(delta)})")
     return rho
 
 

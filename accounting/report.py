@@ -16,6 +16,7 @@ from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
     from accounting.ledger import Account, Ledger
+    from accounting.pooling import Pool
 
 
 def format_cost(cost: Cost | None) -> str:
@@ -29,7 +30,8 @@ def format_cost(cost: Cost | None) -> str:
     if isinstance(cost, GDP):
         return f"μ={cost.mu:.6g}"
     if isinstance(cost, RDP):
-        return f"RDP ε(2)={float(cost.epsilons[ORDERS.index(2)]):.4g} ε(32)={float(cost.epsilons[ORDERS.index(32)]):.4g}"
+        at2, at32 = (float(cost.epsilons[ORDERS.index(order)]) for order in (2, 32))
+        return f"RDP ε(2)={at2:.4g} ε(32)={at32:.4g}"
     text = f"ρ={float(cost.rho):.6g}"
     return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
 
@@ -66,7 +68,7 @@ def _guarantee(ledger: Ledger) -> Cost | None:
     return ledger.guarantee() if ledger.currency in ("pure", "approx") else None
 
 
-def _pools(ledger: Ledger) -> list:
+def _pools(ledger: Ledger) -> list[Pool]:
     from accounting.pooling import pools
 
     if ledger.currency != "approx":
@@ -97,9 +99,9 @@ def render_text(ledger: Ledger) -> str:
     lines = [f"Privacy ledger — budget {format_cost(ledger.budget)} ({ledger.currency}, relation {ledger.relation})"]
     if ledger.journal_path:
         lines.append(f"journal: {ledger.journal_path}")
-    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
     lines.append("")
     lines.append("charges by mechanism:" if details else "charges by mechanism: none")
     lines.extend(details)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["check_generator", "check_int", "check_positive", "check_probability", "check_real", "check_text"]
+__all__ = ["check_exact", "check_generator", "check_int", "check_positive", "check_probability", "check_real",
+           "check_text"]
 
 
 def _is_real(value: object) -> bool:
@@ -81,6 +84,63 @@ def _describe(low: float, high: float, low_open: bool, high_open: bool) -> str:
         return f"a finite number {'<' if high_open else '<='} {high:g}"
     left, right = "(" if low_open else "[", ")" if high_open else "]"
     return f"a real number in {left}{low:g}, {high:g}{right}"
+
+
+def check_exact(name: str, value: object, low: Fraction | int | None = None, high: Fraction | int | None = None, *,
+                low_open: bool = False, high_open: bool = False) -> Fraction:
+    """Return ``value`` read exactly as a Fraction if it is a finite real number in the given interval.
+
+    The privacy ledger's reading rule (docs/accounting.md; :mod:`accounting.costs`):
+    an int, Fraction or Decimal is exact, and a float is read as the decimal it prints
+    as (``0.1`` is 1/10), so ten charges of 0.1 fit in a budget of 1. The interval is
+    ``[low, high]`` (None: unbounded); ``low_open``/``high_open`` exclude an end.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number (a bool, a string, a complex).
+    ValueError
+        If it is NaN, infinite or outside the interval; the message names ``name``.
+    """
+    exact = value if type(value) is Fraction else _read_exact(name, value, low, high, low_open, high_open)
+    below = low is not None and (exact <= low if low_open else exact < low)
+    above = high is not None and (exact >= high if high_open else exact > high)
+    if below or above:
+        raise ValueError(f"{name} must be {_describe_exact(low, high, low_open, high_open)}, got {_shown(value)}")
+    return exact
+
+
+def _read_exact(name: str, value: object, low: Fraction | int | None, high: Fraction | int | None, low_open: bool,
+                high_open: bool) -> Fraction:
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
+        raise TypeError(f"{name} must be a real number ({_describe_exact(low, high, low_open, high_open)}), "
+                        f"got {type(value).__name__}")
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{name} must be {_describe_exact(low, high, low_open, high_open)}, got {value}")
+        return Fraction(value)
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise ValueError(f"{name} must be {_describe_exact(low, high, low_open, high_open)}, got {as_float}")
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    return Fraction(repr(as_float))
+
+
+def _describe_exact(low: Fraction | int | None, high: Fraction | int | None, low_open: bool, high_open: bool) -> str:
+    return _describe(-math.inf if low is None else float(low), math.inf if high is None else float(high),
+                     low_open, high_open)
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message; a Fraction to 6 digits through Decimal (never overflowing a float)."""
+    if isinstance(value, Fraction):
+        return f"{(Decimal(value.numerator) / Decimal(value.denominator)).normalize():.6g}"
+    return repr(value)
 
 
 def check_positive(name: str, value: object) -> float:

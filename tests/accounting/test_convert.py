@@ -102,7 +102,7 @@ def test_rdp_to_approx_of_a_gaussian_curve_matches_the_cks_formula():
     orders = np.array([1.5, 2, 4, 8, 16, 32, 64])
     curve = orders / (2 * sigma**2)
     expected = min(
-        r + math.log1p(-1 / a) - math.log(delta * a) / (a - 1) for a, r in zip(orders, curve)
+        r + math.log1p(-1 / a) - math.log(delta * a) / (a - 1) for a, r in zip(orders, curve, strict=True)
     )
     assert convert.rdp_to_approx(orders, curve, delta) == pytest.approx(expected, rel=1e-12)
 
@@ -137,7 +137,8 @@ def test_non_numbers_raise_type_error():
         convert.zcdp_to_approx("0.5", 1e-6)
 
 
-@pytest.mark.parametrize("rho, sensitivity, compositions", [(0.4, 1.0, 10), (Fraction(1, 3), 2.5, 7), (2.0, 0.1, Fraction(17, 4))])
+@pytest.mark.parametrize("rho, sensitivity, compositions",
+                         [(0.4, 1.0, 10), (Fraction(1, 3), 2.5, 7), (2.0, 0.1, Fraction(17, 4))])
 def test_gaussian_calibration_of_k_releases_is_the_smallest_safe_float(rho, sensitivity, compositions):
     """σ is the smallest float with k·Δ²/(2σ²) ≤ ρ exactly; ρ back from σ is rounded up (BS 2016, Prop. 1.6)."""
     sigma = convert.gaussian_sigma(rho, sensitivity, compositions)
@@ -177,9 +178,9 @@ def test_huge_rho_converts_between_rho_and_bun_steinke(rho):
 
 
 def test_rho_beyond_float_range_names_rho():
-    with pytest.raises(ValueError, match="rho must be >= 0 and at most 1e301"):
+    with pytest.raises(ValueError, match=r"^rho must be a real number in \[0, 1e\+301\], got 1e\+400$"):
         convert.zcdp_to_approx(Fraction(10**400), 1e-6)
-    with pytest.raises(ValueError, match="eps must be > 0 and at most 1e301"):
+    with pytest.raises(ValueError, match=r"^eps must be a real number in \(0, 1e\+301\], got 1e\+400$"):
         convert.approx_to_zcdp(Fraction(10**400), 1e-6)
 
 

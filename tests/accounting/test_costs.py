@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from accounting import ApproxDP, PureDP, ZCDP
+from accounting import ZCDP, ApproxDP, PureDP
 from accounting.costs import cost_from_dict, cost_to_dict
 
 
@@ -59,3 +59,16 @@ def test_non_numbers_raise_type_error(bad):
 @pytest.mark.parametrize("cost", [PureDP(Fraction(1, 3)), ApproxDP(0.7, 1e-7), ZCDP(0.125, 1e-9)])
 def test_dict_round_trip_is_exact(cost):
     assert cost_from_dict(cost_to_dict(cost)) == cost
+
+
+def test_replace_and_pickle_keep_the_exact_fields():
+    import pickle
+
+    cost = ApproxDP(eps=1, delta=1e-6)
+    changed = dataclasses.replace(cost, eps=0.1)  # goes through the converting constructor
+    assert changed == ApproxDP(Fraction(1, 10), Fraction(1, 10**6)) and type(changed.eps) is Fraction
+    with pytest.raises(ValueError, match=r"^delta must be a real number in \[0, 1\), got 1$"):
+        dataclasses.replace(cost, delta=1)
+    for value in (PureDP(Fraction(1, 3)), cost, ZCDP(0.125, 1e-9)):
+        assert pickle.loads(pickle.dumps(value)) == value
+    assert [f.name for f in dataclasses.fields(ZCDP)] == ["rho", "delta"]

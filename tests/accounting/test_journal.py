@@ -7,6 +7,7 @@ ledger grant again; a copy of the .db alone after kill -9 held none of the last
 charges (they lived in -wal); a 0444 journal was charged.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,7 +43,8 @@ PAPER_CURRENCY = {"tree": "zcdp", "optimizer": "zcdp"}
 
 def sha256(value: object) -> str:
     """The chain's hash, written out here independently: SHA-256 of compact, key-sorted JSON."""
-    return hashlib.sha256(json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_rows_are_chained_in_a_rollback_journal_file(tmp_path):
@@ -108,12 +110,10 @@ def test_a_journal_for_another_split_is_refused(tmp_path):
     path = tmp_path / "ledger.db"
     with Ledger(ApproxDP(4, 0.02), journal=path) as ledger:
         ledger.split(PAPER_WEIGHTS, currency=PAPER_CURRENCY)
-    with Ledger(ApproxDP(4, 0.02), journal=path) as ledger:
-        with pytest.raises(JournalMismatchError, match="split #1"):
-            ledger.split({"tree": 1, "switching": 1, "optimizer": 2}, currency=PAPER_CURRENCY)
-    with Ledger(ApproxDP(4, 0.02), journal=path) as ledger:
-        with pytest.raises(JournalMismatchError, match="split #1"):
-            ledger.split(PAPER_WEIGHTS)  # same weights, other currencies
+    with Ledger(ApproxDP(4, 0.02), journal=path) as ledger, pytest.raises(JournalMismatchError, match="split #1"):
+        ledger.split({"tree": 1, "switching": 1, "optimizer": 2}, currency=PAPER_CURRENCY)
+    with Ledger(ApproxDP(4, 0.02), journal=path) as ledger, pytest.raises(JournalMismatchError, match="split #1"):
+        ledger.split(PAPER_WEIGHTS)  # same weights, other currencies
 
 
 def test_not_a_journal_and_a_busy_journal(tmp_path):
@@ -132,9 +132,8 @@ def test_not_a_journal_and_a_busy_journal(tmp_path):
     with pytest.raises(JournalMismatchError, match="not a dpglm journal .an SQLite file without its header"):
         Ledger(PureDP(1), journal=foreign)  # on the WAL journal: reopened as a fresh budget
     path = tmp_path / "ledger.db"
-    with Ledger(PureDP(1), journal=path):
-        with pytest.raises(JournalBusyError, match="held by another"):
-            Ledger(PureDP(1), journal=path)
+    with Ledger(PureDP(1), journal=path), pytest.raises(JournalBusyError, match="held by another"):
+        Ledger(PureDP(1), journal=path)
     with pytest.raises(FileNotFoundError):
         Ledger.from_journal(tmp_path / "missing.db")
     with pytest.raises(TypeError, match="journal"):
@@ -193,7 +192,8 @@ FAULTS = {
     "cut inside the last row": (_cut_inside_the_last_row, r"row 1 is damaged"),
     "flipped byte in a payload": (lambda p: _flip(p, b'"1/10"', 0), r"row \d is damaged"),
     "flipped byte in the header": (lambda p: _flip(p, b"1/100000", offset=7), r"header .* is damaged"),
-    "not SQLite": (lambda p: Path(p).write_bytes(b"not a database" * 100), r"not a dpglm journal \(not an SQLite file\)"),
+    "not SQLite": (lambda p: Path(p).write_bytes(b"not a database" * 100),
+                   r"not a dpglm journal \(not an SQLite file\)"),
 }
 
 
@@ -412,10 +412,8 @@ def test_racing_threads_with_a_journal_get_exactly_the_budget(tmp_path):
         def worker() -> None:
             barrier.wait()
             for _ in range(6):
-                try:
+                with contextlib.suppress(BudgetExceeded):
                     granted.append(ledger.charge(PureDP(0.1), mechanism="m").seq)
-                except BudgetExceeded:
-                    pass
 
         threads = [threading.Thread(target=worker) for _ in range(8)]
         for thread in threads:

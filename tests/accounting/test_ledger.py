@@ -56,7 +56,8 @@ def test_receipt_records_the_charge():
     receipt = ledger.charge(PureDP(0.5), mechanism="Laplace", partition="users-a", note="first")
     assert isinstance(receipt, Receipt)
     assert receipt.cost == PureDP(0.5) and receipt.charged == ZCDP(Fraction(1, 8))
-    assert (receipt.mechanism, receipt.relation, receipt.partition, receipt.note) == ("Laplace", "replace_one", "users-a", "first")
+    assert (receipt.mechanism, receipt.relation, receipt.partition, receipt.note) == (
+        "Laplace", "replace_one", "users-a", "first")
     assert receipt.analysis is False and receipt.seq == 1
     assert receipt.remaining == ZCDP(Fraction(7, 8))
 
@@ -305,9 +306,9 @@ def test_an_object_holding_an_account_cannot_be_pickled_either():
 
 
 def test_a_journalled_ledger_refuses_to_be_pickled(tmp_path):
-    with Ledger(PureDP(1), journal=tmp_path / "j.db") as ledger:
-        with pytest.raises(TypeError, match="cannot be copied or pickled"):
-            pickle.dumps(ledger)
+    refused = pytest.raises(TypeError, match="cannot be copied or pickled")
+    with Ledger(PureDP(1), journal=tmp_path / "j.db") as ledger, refused:
+        pickle.dumps(ledger)
 
 
 def test_add_remove_charge_with_a_huge_eps_is_restated_without_overflow():

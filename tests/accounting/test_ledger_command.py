@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from accounting import ApproxDP, Ledger, ZCDP, convert
+from accounting import ZCDP, ApproxDP, Ledger, convert
 from dpglm.commands import ledger as command
 
 

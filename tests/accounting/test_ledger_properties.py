@@ -6,7 +6,9 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounting import ApproxDP, BudgetExceeded, Ledger, PureDP, ZCDP, convert
+from accounting import GDP, ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP, convert
+from accounting import gdp as gdp_module
+from accounting import rdp as rdp_module
 
 FUNDABLE = {"pure": ["pure"], "approx": ["approx", "pure", "zcdp"], "zcdp": ["zcdp"]}
 ZERO = (Fraction(0), Fraction(0))
@@ -113,25 +115,25 @@ def test_random_operations_never_overspend_and_refusal_changes_nothing(budget, o
         if op[0] == "split":
             _, _, weights, currencies = op
             names = [f"c{len(account.children) + i}" for i in range(len(weights))]
-            wanted = {n: c for n, c in zip(names, currencies) if c is not None}
+            wanted = {n: c for n, c in zip(names, currencies, strict=False) if c is not None}
             remaining = (ref.budget[0] - ref.spent()[0], ref.budget[1] - ref.spent()[1])
             allowed = all(c in FUNDABLE[account.currency] for c in wanted.values())
             needs_delta = any(c == "zcdp" and account.currency == "approx" for c in wanted.values())
             if not allowed:
                 try:
-                    account.split(dict(zip(names, weights)), currency=wanted)
+                    account.split(dict(zip(names, weights, strict=False)), currency=wanted)
                 except TypeError:
                     continue
                 raise AssertionError("an unfundable currency was accepted")
             if remaining[0] <= 0 or (needs_delta and remaining[1] <= 0):
                 try:
-                    account.split(dict(zip(names, weights)), currency=wanted)
+                    account.split(dict(zip(names, weights, strict=False)), currency=wanted)
                 except ValueError:
                     continue
                 raise AssertionError("a split without budget was accepted")
-            children = account.split(dict(zip(names, weights)), currency=wanted)
+            children = account.split(dict(zip(names, weights, strict=False)), currency=wanted)
             total = sum(weights)
-            for name, weight in zip(names, weights):
+            for name, weight in zip(names, weights, strict=False):
                 share = (remaining[0] * weight / total, remaining[1] * weight / total)
                 child = children[name]
                 if child.currency == "pure" and account.currency == "approx":
@@ -186,9 +188,6 @@ def test_random_operations_never_overspend_and_refusal_changes_nothing(budget, o
 
 
 # ----- mixed currencies: gdp and rdp pools beside zcdp, pure and approx accounts ----------------
-from accounting import GDP, rdp as rdp_module
-from accounting import gdp as gdp_module
-
 MIXED = ["pure", "approx", "zcdp", "gdp", "rdp"]
 
 
@@ -238,7 +237,7 @@ def test_mixed_currency_sequences_never_grant_past_the_budget(weights, operation
     budget = ApproxDP(4, Fraction(2, 100))
     ledger = Ledger(budget)
     names = [f"{c}-account" for c in MIXED]
-    children = ledger.split(dict(zip(names, weights)), currency=dict(zip(names, MIXED)))
+    children = ledger.split(dict(zip(names, weights, strict=False)), currency=dict(zip(names, MIXED, strict=False)))
     accounts = list(children.values())
     refs = {a.path: Reference(a.currency, padded(as_vector(a.budget), len(as_vector(a.budget)))) for a in accounts}
     for index, kind, size, key in operations:
@@ -265,7 +264,7 @@ def test_mixed_currency_sequences_never_grant_past_the_budget(weights, operation
         vector_add(ref, key, expected)
     for account in accounts:  # each filter within its budget, and each budget within its (ε, δ) share
         spent, limit = as_vector(account.spent), as_vector(account.budget)
-        assert all(s <= b for s, b in zip(spent, limit))
+        assert all(s <= b for s, b in zip(spent, limit, strict=False))
     share = (Fraction(4) * weights[3] / sum(weights), Fraction(2, 100) * weights[3] / sum(weights))
     assert gdp_module.certified_delta(children["gdp-account"].budget.mu_squared, share[0], share[1])
     share = (Fraction(4) * weights[4] / sum(weights), Fraction(2, 100) * weights[4] / sum(weights))
@@ -281,21 +280,22 @@ def _keyed_total(ref, key, extra):
     sequential = ref.sequential
     extra = padded(extra, size)
     if key is None:
-        sequential = tuple(x + y for x, y in zip(padded(sequential, size), extra))
+        sequential = tuple(x + y for x, y in zip(padded(sequential, size), extra, strict=False))
     else:
-        keyed[key] = tuple(x + y for x, y in zip(padded(keyed.get(key, zero), size), extra))
+        keyed[key] = tuple(x + y for x, y in zip(padded(keyed.get(key, zero), size), extra, strict=False))
     widest = tuple(max([padded(v, size)[i] for v in keyed.values()], default=Fraction(0)) for i in range(size))
-    return tuple(x + y for x, y in zip(padded(sequential, size), widest))
+    return tuple(x + y for x, y in zip(padded(sequential, size), widest, strict=False))
 
 
 def vector_fits(ref, key, extra):
-    return all(t <= b for t, b in zip(_keyed_total(ref, key, extra), ref.budget))
+    return all(t <= b for t, b in zip(_keyed_total(ref, key, extra), ref.budget, strict=False))
 
 
 def vector_add(ref, key, extra):
     size = len(ref.budget)
     extra = padded(extra, size)
     if key is None:
-        ref.sequential = tuple(x + y for x, y in zip(padded(ref.sequential, size), extra))
+        ref.sequential = tuple(x + y for x, y in zip(padded(ref.sequential, size), extra, strict=False))
     else:
-        ref.keyed[key] = tuple(x + y for x, y in zip(padded(ref.keyed.get(key, (Fraction(0),) * size), size), extra))
+        grown = padded(ref.keyed.get(key, (Fraction(0),) * size), size)
+        ref.keyed[key] = tuple(x + y for x, y in zip(grown, extra, strict=False))

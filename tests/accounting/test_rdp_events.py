@@ -32,8 +32,10 @@ def pld_epsilon(event, delta, relation=ADD_REMOVE):
     return accountant.get_epsilon(delta)
 
 
-def rdp_pool(budget=ApproxDP(10, 1e-5), relation="add_remove", plan=None):
-    """An rdp account holding the whole budget; its budget curve shaped like ``plan`` (default: Gaussian)."""
+def rdp_pool(budget=None, relation="add_remove", plan=None):
+    """An rdp account holding the whole budget (default ApproxDP(10, 1e-5)); its budget curve shaped like ``plan``
+    (default: Gaussian)."""
+    budget = ApproxDP(10, 1e-5) if budget is None else budget
     ledger = Ledger(budget, relation=relation)
     curves = None if plan is None else {"sgd": planned_curve(plan, budget.eps, budget.delta)}
     return ledger, ledger.split({"sgd": 1}, currency={"sgd": "rdp"}, curves=curves)["sgd"]
@@ -58,7 +60,7 @@ def test_the_default_rdp_budget_is_the_largest_gaussian_curve_meeting_the_share(
     _, pool = rdp_pool(ApproxDP(4, 0.02))
     curve = pool.budget.epsilons
     rho = curve[rdp.ORDERS.index(2)] / 2
-    assert all(c == order * rho for c, order in zip(curve, rdp.ORDERS))
+    assert all(c == order * rho for c, order in zip(curve, rdp.ORDERS, strict=True))
     accountant = rdp_privacy_accountant.RdpAccountant()
     accountant.compose(dp_accounting.ZCDpEvent(float(rho)))
     assert accountant.get_epsilon(0.02) <= 4 + 1e-9
@@ -139,7 +141,7 @@ def test_relations_are_restated_soundly_or_refused():
     same = pool.charge_event(dp_accounting.GaussianDpEvent(z), mechanism="g", relation="replace_one").charged
     doubled = pool.charge_event(dp_accounting.GaussianDpEvent(z), mechanism="g", relation="add_remove").charged
     assert doubled.epsilons == tuple(4 * e for e in same.epsilons) or all(
-        d >= 4 * s * (1 - 1e-11) for d, s in zip(doubled.epsilons, same.epsilons))
+        d >= 4 * s * (1 - 1e-11) for d, s in zip(doubled.epsilons, same.epsilons, strict=True))
     # sampled add/remove event in a replace-one ledger: refused by rdp, PLD replace-one in approx
     with pytest.raises(TypeError, match="RdpAccountant"):
         pool.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")

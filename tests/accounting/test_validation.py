@@ -1,12 +1,21 @@
 """accounting.validation: the shared checks accept exactly their documented ranges."""
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
+from accounting.validation import (
+    check_exact,
+    check_generator,
+    check_int,
+    check_positive,
+    check_probability,
+    check_real,
+    check_text,
+)
 
 
 @pytest.mark.parametrize("value", [1, np.int64(7), 10**30])
@@ -70,3 +79,52 @@ def test_check_generator():
     assert check_generator(g) is g
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator, got RandomState"):
         check_generator(np.random.RandomState(0))
+
+
+@pytest.mark.parametrize(
+    ("value", "exact"),
+    [
+        (0.1, Fraction(1, 10)),  # a float is read as the decimal it prints as, not its binary value
+        (np.float64(0.1), Fraction(1, 10)),
+        (Decimal("0.1"), Fraction(1, 10)),
+        (np.int64(3), Fraction(3)),
+        (10**400, Fraction(10**400)),
+        (Fraction(2, 3), Fraction(2, 3)),
+    ],
+)
+def test_check_exact_reads_numbers_as_printed(value, exact):
+    result = check_exact("x", value)
+    assert result == exact and type(result) is Fraction
+    assert Fraction(0.1) != Fraction(1, 10)  # the reading differs from the binary value
+
+
+def test_check_exact_interval_ends_are_exact():
+    assert check_exact("d", 0, 0, 1, high_open=True) == 0
+    assert check_exact("d", Fraction(10**30 - 1, 10**30), 0, 1, high_open=True) < 1  # 1 − 1e-30: a float would say 1
+    with pytest.raises(ValueError, match=r"^d must be a real number in \[0, 1\), got 1$"):
+        check_exact("d", 1, 0, 1, high_open=True)
+    with pytest.raises(ValueError, match=r"^eps must be a finite number > 0, got 0.0$"):
+        check_exact("eps", 0.0, 0, low_open=True)
+    with pytest.raises(ValueError, match=r"^rho must be a finite number >= 0, got -1e\+400$"):
+        check_exact("rho", Fraction(-(10**400)), 0)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), 1j, "1", None])
+def test_check_exact_rejects_non_reals(value):
+    with pytest.raises(TypeError, match=r"^x must be a real number \(a finite number >= 0\), got "):
+        check_exact("x", value, 0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), Decimal("-Infinity")])
+def test_check_exact_rejects_non_finite(value):
+    with pytest.raises(ValueError, match=r"^x must be a finite number, got "):
+        check_exact("x", value)
+
+
+def test_check_text():
+    assert check_text("mechanism", "Gaussian") == "Gaussian"
+    assert check_text("note", "", required=False) == ""
+    with pytest.raises(ValueError, match=r"^mechanism must be a non-empty string$"):
+        check_text("mechanism", "  ")
+    with pytest.raises(TypeError, match=r"^note must be a str, got int$"):
+        check_text("note", 3, required=False)
