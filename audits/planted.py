@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from accounting import Chargeable
 from dpglm.policies.joint_dp import JointDPGLMBandit, TreeDesign
 from dpglm.policies.tree_pair import PartitionedTree
 from mechanisms.factorization import SquareRootFactorizationMechanism
@@ -105,14 +106,14 @@ def miscalibrated(module: str, name: str, factor: float, *, integer: bool = Fals
 class HalvedSensitivityGaussian(GaussianMechanism):
     """Bug: calibrates σ (and its charge) for Δ/2 while the statistic moves by Δ."""
 
-    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
+    def __init__(self, account: Chargeable, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
         super().__init__(account, sensitivity / 2, rng, **kwargs)
 
 
 class HalvedSensitivityLaplace(LaplaceMechanism):
     """Bug: calibrates the Laplace scale for Δ/2 while the statistic moves by Δ."""
 
-    def __init__(self, account: object, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
+    def __init__(self, account: Chargeable, sensitivity: float, rng: np.random.Generator, **kwargs: Any) -> None:
         super().__init__(account, sensitivity / 2, rng, **kwargs)
 
 
@@ -287,7 +288,7 @@ class HalvedHTreeBandit(JointDPGLMBandit):
         def wrap(original: Callable[..., BinaryTreeMechanism]) -> Callable[..., BinaryTreeMechanism]:
             halved = HalvedNoiseTree if original is BinaryTreeMechanism else HalvedNoisePartitionedTree
 
-            def tree(account: object, horizon: int, shape: object, sensitivity: float, *rest: Any,
+            def tree(account: Chargeable, horizon: int, shape: object, sensitivity: float, *rest: Any,
                      **tree_kwargs: Any) -> BinaryTreeMechanism:
                 cls = halved if sensitivity < math.sqrt(2) else original
                 return cls(account, horizon, shape, sensitivity, *rest, **tree_kwargs)
