@@ -27,10 +27,11 @@ The authors' code stops with an error when the data-dependent condition
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
-from dpglm._validation import check_positive, check_round_order
+from dpglm._validation import check_positive, check_probability, check_round_order
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.base import Policy
 
@@ -46,17 +47,17 @@ def _scalar_root(family: GLMFamily, z0: float, q: float, r: float, scale: float)
     mu, dmu = family.mu, family.dmu
     # μ ∈ (0, R): the root lies in [scale·(0 − r), scale·(R − r)].
     lo, hi = -scale * r - 1e-12, scale * (family.reward_bound - r) + 1e-12
-    a = min(max(scale * (float(mu(np.float64(z0))) - r), lo), hi)
+    a = min(max(scale * (float(mu(np.asarray(z0, dtype=np.float64))) - r), lo), hi)
     for _ in range(100):
         z = z0 - a * q
-        h = a - scale * (float(mu(np.float64(z))) - r)
+        h = a - scale * (float(mu(np.asarray(z, dtype=np.float64))) - r)
         if h > 0:
             hi = a
         else:
             lo = a
         if abs(h) <= 1e-13:
             break
-        a_new = a - h / (1.0 + scale * q * float(dmu(np.float64(z))))
+        a_new = a - h / (1.0 + scale * q * float(dmu(np.asarray(z, dtype=np.float64))))
         a = a_new if lo < a_new < hi else 0.5 * (lo + hi)
         if hi - lo <= 1e-15:
             break
@@ -143,8 +144,7 @@ class ECOLog(Policy):
         super().__init__(d, reward_bound=reward_bound)
         self.family = get_family(family)
         S = check_positive("S", S)
-        if not 0.0 < float(delta) < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        delta = check_probability("delta", delta)
         lam = check_positive("lam", lam)
         self.S, self.delta, self.lam = float(S), float(delta), float(lam)
         self.W = self.lam * np.eye(self.d)
@@ -176,15 +176,14 @@ class ECOLog(Policy):
         return choice
 
     def _loss(self, theta: np.ndarray, x: np.ndarray, r: float) -> float:
-        z = np.float64(x @ theta)
+        z = np.asarray(x @ theta, dtype=np.float64)
         return float(self.family.log_partition(z) - r * z)
 
     def observe(self, reward: float) -> None:
         """Online step for θ_{t+1}, θ̄_{t+1}, radius statistics, and W_{t+1}."""
-        if self._last is None:
-            raise ValueError("observe() must follow choose()")
+        check_round_order(self._last, "observe")
         r = self._check_reward(reward)
-        x, self._last = self._last, None
+        x, self._last = cast(np.ndarray, self._last), None  # not None: check_round_order
         half = 0.5 * self.reward_bound
         theta = prox_step(self.family, x, self.theta, self.W, self.W_inv, self.S, reward=r)
         theta_bar = prox_step(
@@ -195,8 +194,8 @@ class ECOLog(Policy):
         self.cum_loss += 2.0 * (1.0 + self.S) * (
             self._loss(theta_bar, x, r) - self._loss(theta, x, r)
         ) - 0.5 * disc
-        sens = float(self.family.dmu(np.float64(x @ theta)))
-        if float(self.family.dmu(np.float64(x @ theta_bar))) > 2.0 * sens:
+        sens = float(self.family.dmu(np.asarray(x @ theta, dtype=np.float64)))
+        if float(self.family.dmu(np.asarray(x @ theta_bar, dtype=np.float64))) > 2.0 * sens:
             self.condition_failures += 1
         Wx = self.W_inv @ x
         self.W_inv -= sens * np.outer(Wx, Wx) / (1.0 + sens * (x @ Wx))

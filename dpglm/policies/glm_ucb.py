@@ -15,18 +15,32 @@ Lipschitz constant of μ, c_μ = inf μ̇ = 1/κ). The projection step of Filipp
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
-from dpglm._validation import check_int, check_positive, check_round_order
+from dpglm._validation import (
+    check_horizon_left,
+    check_int,
+    check_positive,
+    check_probability,
+    check_real,
+    check_round_order,
+)
 from dpglm.glm import GLMFamily, fit_mle, get_family
+from dpglm.linalg import dmu_range
 from dpglm.policies.base import Policy
 
 __all__ = ["GLMUCB", "kappa_baseline_constants", "link_lipschitz"]
 
 
 def link_lipschitz(family: GLMFamily) -> float:
-    """k_μ = sup_z μ̇(z), evaluated on a fine grid of [−50, 50] (1/4 logistic, 1/√(2π) probit)."""
-    return float(np.max(get_family(family).dmu(np.linspace(-50.0, 50.0, 200001))))
+    """k_μ = sup_z μ̇(z), the largest μ̇ on [−50, 50] (:func:`dpglm.linalg.dmu_range`; 1/4 logistic, 1/√(2π) probit).
+
+    The sup over the whole line, not over the ball |z| ≤ S of the policies' κ: μ̇ of both
+    families peaks at z = 0, a point of the grid, so the value is exact for them.
+    """
+    return dmu_range(family, 50.0)[1]
 
 
 def kappa_baseline_constants(
@@ -41,12 +55,9 @@ def kappa_baseline_constants(
     ValueError
         Unless δ ∈ (0, 1), κ ≥ 1 is finite and λ > 0 is finite.
     """
-    if not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    if not np.isfinite(kappa) or float(kappa) < 1.0:
-        raise ValueError(f"kappa must be a finite number >= 1, got {kappa}")
+    delta, kappa = check_probability("delta", delta), check_real("kappa", kappa, 1.0)
     lam = check_positive("lam", d if lam is None else lam)
-    return float(delta), float(kappa), lam
+    return delta, kappa, lam
 
 
 class GLMUCB(Policy):
@@ -117,12 +128,10 @@ class GLMUCB(Policy):
 
     def observe(self, reward: float) -> None:
         """Sherman–Morrison update of V⁻¹, then the MLE refit warm-started at θ̂."""
-        if self._last is None:
-            raise ValueError("observe() must follow choose()")
-        if self.n >= self.horizon:
-            raise ValueError(f"horizon exceeded: at most {self.horizon} observations")
+        check_round_order(self._last, "observe")
+        check_horizon_left(self.n, self.horizon)
         r = self._check_reward(reward)
-        x, self._last = self._last, None
+        x, self._last = cast(np.ndarray, self._last), None  # not None: check_round_order
         Vx = self.V_inv @ x
         self.V_inv -= np.outer(Vx, Vx) / (1.0 + x @ Vx)
         self._X[self.n], self._y[self.n] = x, r

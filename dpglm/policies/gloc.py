@@ -29,6 +29,8 @@ Two presets:
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from dpglm._validation import check_positive, check_round_order
@@ -129,14 +131,14 @@ class GLOC(Policy):
         """α(B) of Jun et al. (2017), Theorem 1."""
         c, s2, dl = self.c_mu, self.sigma2, self.delta
         inner = 1.0 + 2.0 * B / c + 4.0 * s2 * s2 / (c**4 * dl * dl)
-        return 1.0 + 4.0 * B / c + 8.0 * s2 / (c * c) * np.log(2.0 / dl * np.sqrt(inner))
+        return float(1.0 + 4.0 * B / c + 8.0 * s2 / (c * c) * np.log(2.0 / dl * np.sqrt(inner)))
 
     def beta(self) -> float:
         """β_t: squared confidence radius around θ̂_t (Jun et al. 2017, Theorem 2)."""
         a = self.alpha(self.oco_bound)
         if self.preset == "paper-simulation":
             return a
-        return a + self.lam * self.S**2 - (self.zz - self.theta_hat @ self.xz)
+        return float(a + self.lam * self.S**2 - (self.zz - self.theta_hat @ self.xz))
 
     def choose(self, arms: np.ndarray) -> int:
         """argmax of the optimistic index (Jun et al. 2017, Alg. 1, line 3)."""
@@ -155,10 +157,9 @@ class GLOC(Policy):
     def observe(self, reward: float) -> None:
         """GLM-ONS step and the online-to-confidence-set statistics (O(d²) + a d×d eigh
         only when the ONS step leaves the ball)."""
-        if self._last is None:
-            raise ValueError("observe() must follow choose()")
+        check_round_order(self._last, "observe")
         r = self._check_reward(reward)
-        x, self._last = self._last, None
+        x, self._last = cast(np.ndarray, self._last), None  # not None: check_round_order
         Ax = self.A_inv @ x
         self.A_inv -= np.outer(Ax, Ax) / (1.0 + x @ Ax)
         self.A += np.outer(x, x)

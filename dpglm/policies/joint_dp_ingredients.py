@@ -101,6 +101,7 @@ class DPSGDEstimator:
         normaliser N is the round count, and the clipped-sum sensitivity 2C covers
         replace, add and remove (DPSGD ``normalizer``).
         """
+        projection: Any
         if constraint.metric is None:
             projection = self._ball(constraint.radius, constraint.centre)
         else:

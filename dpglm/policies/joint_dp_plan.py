@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from accounting import ZCDP, ApproxDP, Ledger
+from accounting.costs import as_fraction
 from dpglm._validation import check_positive, check_probability
 from dpglm.glm import GLMFamily
 from dpglm.linalg import dmu_range
@@ -132,7 +133,7 @@ def joint_dp_ledger(ledger: Ledger | None, epsilon: float | None, delta: float |
         if epsilon is None or delta is None:
             raise ValueError("give a ledger, or both epsilon and delta")
         epsilon, delta = check_positive("epsilon", epsilon), check_probability("delta", delta)
-        return Ledger(ApproxDP(epsilon, delta)), epsilon, delta
+        return Ledger(ApproxDP(as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta"))), epsilon, delta
     if epsilon is not None or delta is not None:
         raise ValueError("give either a ledger or (epsilon, delta), not both")
     if not isinstance(ledger, Ledger):
@@ -177,7 +178,7 @@ def _exploration_possible(params: RarelySwitchingParameters) -> bool:
 def _estimator(account: Any, family: GLMFamily, rng: np.random.Generator, planned: int, refits: RefitOptions,
                steps: int, lr: float, lam: float, **kwargs: Any) -> DPSGDEstimator:
     """A DP-SGD refit estimator charging ``account`` (``kwargs``: per-refit cost, preconditioner)."""
-    from mechanisms.optim import DPSGD
+    from mechanisms.optim.dpsgd import DPSGD
 
     dpsgd = DPSGD(account, family.name, rng, clip=refits.clip, engine=refits.optimizer_backend)
     return DPSGDEstimator(dpsgd, account, planned, steps=steps, lr=lr, lam=lam, **kwargs)
@@ -233,6 +234,7 @@ def _plan_tight(problem: JointDPProblem, ledger: Ledger, rng: np.random.Generato
         refits_o = planned_refits(params, horizon, d, 1.0, noise_v, which="o")
     plan = plan_tight(mu_sq_pool, exploration=exploration, refits_o=refits_o, refits_tau=refits_tau, **shares)
     v_tree: Any = None
+    h_tree: BinaryTreeMechanism
     if plan.exploration:  # both trees charged as one pair: the joint μ², not the sum
         pair = build_tree_pair(pool, horizon, d, (sens_v, sens_h), tree_rng, plan.mu_sq_trees)
         v_tree, h_tree = pair.v_tree, pair.h_tree

@@ -36,22 +36,30 @@ non-exploration round (exact ``H`` is unchanged in exploration rounds).
 
 What differs between the two algorithms is only where the ingredients come from: the
 matrices ``V`` and ``H`` are exact running sums (:class:`ExactDesign`) or binary-tree
-releases (:class:`dpglm.policies.joint_dp.TreeDesign`); the estimates are the
-regularised MLE (:class:`MLEEstimator`) or DP-SGD (:class:`dpglm.policies.joint_dp.DPSGDEstimator`).
+releases (:class:`dpglm.policies.joint_dp_ingredients.TreeDesign`); the estimates are the
+regularised MLE (:class:`MLEEstimator`) or DP-SGD (:class:`dpglm.policies.joint_dp_ingredients.DPSGDEstimator`).
 Both plug into :class:`RarelySwitchingBandit` through the two small protocols below.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from dpglm._validation import check_horizon_left, check_int, check_positive, check_round_order, real_array
-from dpglm.glm import GLMFamily, get_family, kappa_support
+from dpglm._validation import check_horizon_left, check_int, check_round_order, real_array
+from dpglm.glm import GLMFamily, get_family
+from dpglm.linalg import FlooredSpectrum, floored_inverse
 from dpglm.policies.base import _NORM_TOLERANCE, Policy, clip_to_unit_ball
+from dpglm.policies.rs_parameters import (
+    RarelySwitchingParameters,
+    kappa_bound,
+    kappa_star_bound,
+    paper_floor,
+    rs_glinucb_parameters,
+)
 from mechanisms.tree import OuterProduct
 
 __all__ = [
@@ -69,203 +77,7 @@ __all__ = [
     "rs_glinucb_parameters",
 ]
 
-SwitchRule = Literal["loewner", "determinant"]
-Centre = Literal["tau", "midpoint"]
 _NORM_SQ_BOUND = (1.0 + _NORM_TOLERANCE) ** 2  # the largest ‖x‖² Policy._check_arms accepts
-
-
-def kappa_bound(family: GLMFamily | str, S: float) -> float:
-    """Public upper bound on κ: ``1/min_{|z| ≤ S} μ̇(z)`` (paper §4.1 with ‖x‖ ≤ 1, ‖θ*‖ ≤ S).
-
-    Computed from the known S only, never from θ* or the contexts (the paper's code uses
-    the oracle κ; a private policy must not).
-    """
-    return kappa_support(family, S)
-
-
-def kappa_star_bound(family: GLMFamily | str, S: float) -> float:
-    """Public lower bound on κ*: ``1/max_{|z| ≤ S} μ̇(z)`` (paper §4.1: ``1/κ* = max μ̇``).
-
-    Formulas of §J.1 grow with ``1/κ*``, so this is the conservative value
-    (√(2π) ≈ 2.507 for probit, 4 for logistic).
-    """
-    family = get_family(family)
-    S = float(S)
-    if not np.isfinite(S) or S <= 0:
-        raise ValueError(f"S must be a finite number > 0, got {S}")
-    grid = np.linspace(-S, S, 20001)
-    return float(1.0 / np.max(family.dmu(grid)))
-
-
-@dataclass(frozen=True)
-class RarelySwitchingParameters:
-    """Every constant the rarely-switching loop decides with (paper §6.1, §J.1).
-
-    Parameters
-    ----------
-    lam : float > 0
-        λ: ``V`` starts at ``λI`` (Alg. 2, line 1).
-    lam_h : float > 0
-        ``H`` starts at ``lam_h·I`` (the paper uses one λ for both; a private run may
-        calibrate each to its own tree's noise).
-    floor_v, floor_h : float in (0, lam], (0, lam_h]
-        Eigenvalue floors applied before inverting ``V``, ``H`` (post-processing that
-        keeps a noisy release positive definite; Assumption J.1's ``λ_min = 4d/(4d+1)·λ``
-        by default, see :func:`paper_floor`).
-    beta : float > 0
-        β: width of ``UCB(x, H, θ) = ⟨x, θ⟩ + β‖x‖_{H⁻¹}`` (§6.1).
-    exploration_threshold : float > 0
-        Criterion I fires when ``max_x ‖x‖²_{V⁻¹} ≥`` this (paper: ``1/(γ²κR²)``).
-    elimination_width : float > 0
-        w in ``UCB_o/LCB_o = ⟨x, θ̂_o⟩ ± w‖x‖_{V⁻¹}`` and the radius of ``Θ_II``
-        (paper §6.1: ``γκ``; Sawarni et al.: ``γ√κ``).
-    switch_rule : {"loewner", "determinant"}
-        Criterion II: ``λ_max(H_τ^{-1/2} H_t H_τ^{-1/2}) > c`` (paper Alg. 2, line 11,
-        the directional-growth rule that survives noisy ``H``) or
-        ``det H_t > c·det H_τ`` (Sawarni et al. 2024).
-    switch_factor : float > 1
-        c above (paper: 2).
-    centre : {"tau", "midpoint"}
-        The arm-choice estimate: ``θ̂_τ`` (paper §6.1) or ``(θ̂_o + θ̂_τ)/2`` (both
-        authors' simulation code).
-    fit_lam : float >= 0
-        Ridge weight of the refits (paper: ``λ_max = (4d+2)/(4d+1)·λ``, §J.1).
-    radius : float > 0
-        S, the radius of ``Θ_I``.
-    kappa : float >= 1
-        The κ bound used in the widths (kept for the record).
-    refit_o_factor : float >= 1
-        c_o: θ̂_o is refitted at the start of a round when ``λ_max(V_o^{-1/2} V_t
-        V_o^{-1/2}) > c_o``, ``V_o`` the ``V`` of its last refit. ``1`` (default) on an
-        exact ``V`` refits after every exploration round (paper Alg. 2, line 7); a
-        released ``V`` moves every round, so a private run needs ``c_o > 1``.
-    """
-
-    lam: float
-    lam_h: float
-    floor_v: float
-    floor_h: float
-    beta: float
-    exploration_threshold: float
-    elimination_width: float
-    switch_rule: SwitchRule
-    switch_factor: float
-    centre: Centre
-    fit_lam: float
-    radius: float
-    kappa: float
-    refit_o_factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("lam", "lam_h", "floor_v", "floor_h", "beta", "exploration_threshold",
-                     "elimination_width", "radius"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if self.floor_v > self.lam or self.floor_h > self.lam_h:
-            raise ValueError(
-                f"floor_v, floor_h must not exceed lam, lam_h; got {self.floor_v}, {self.floor_h} "
-                f"for {self.lam}, {self.lam_h}"
-            )
-        if not (math.isfinite(self.fit_lam) and self.fit_lam >= 0):
-            raise ValueError(f"fit_lam must be a finite number >= 0, got {self.fit_lam!r}")
-        if not (math.isfinite(self.kappa) and self.kappa >= 1):
-            raise ValueError(f"kappa must be a finite number >= 1, got {self.kappa!r}")
-        if self.switch_rule not in ("loewner", "determinant"):
-            raise ValueError(f"switch_rule must be 'loewner' or 'determinant', got {self.switch_rule!r}")
-        if not (math.isfinite(self.switch_factor) and self.switch_factor > 1):
-            raise ValueError(f"switch_factor must be a finite number > 1, got {self.switch_factor!r}")
-        if not (isinstance(self.refit_o_factor, (int, float)) and math.isfinite(self.refit_o_factor)
-                and self.refit_o_factor >= 1):
-            raise ValueError(f"refit_o_factor must be a finite number >= 1, got {self.refit_o_factor!r}")
-        if self.centre not in ("tau", "midpoint"):
-            raise ValueError(f"centre must be 'tau' or 'midpoint', got {self.centre!r}")
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain dict (for results files)."""
-        return asdict(self)
-
-
-def paper_floor(d: int, lam: float) -> float:
-    """Assumption J.1's lower eigenvalue bound ``λ_min = 4d/(4d+1)·λ`` (paper §J.1)."""
-    return 4 * d / (4 * d + 1) * lam
-
-
-def rs_glinucb_parameters(
-    family: GLMFamily | str,
-    d: int,
-    horizon: int,
-    S: float,
-    *,
-    delta: float = 0.02,
-    preset: str = "simulation",
-) -> RarelySwitchingParameters:
-    """Parameters of the non-private RS-GLinCB (Sawarni et al. 2024).
-
-    ``"simulation"``: the constants of Sawarni et al.'s public simulation code (λ = 0.5,
-    γ = S√(d ln(T/δ)), β = 4√(d ln(T/δ)), exploration when ``‖x‖²_{V⁻¹} > 1/(0.01·κS²d)``,
-    elimination width ``γ√κ``, determinant growth factor 1.5, arm choice at
-    ``(θ̂_o + θ̂_τ)/2``, refits with ridge λ/2); κ is the public bound
-    :func:`kappa_bound`, not the oracle.
-    ``"theory"``: the non-private limit (ε → ∞) of the paper's §J.1 constants with C = 1:
-    ``λ = 5/4·dΛ_T``, ``β = R d Λ_T``, ``γ = R²S d Λ_T``, threshold ``1/(γ²κR²)``,
-    width ``γκ``, ``det H_t > 2 det H_τ``.
-    """
-    family = get_family(family)
-    _check_problem(d, horizon, S)
-    delta = _check_delta(delta)
-    kappa = kappa_bound(family, S)
-    R = float(family.reward_bound)
-    log_term = math.log(horizon / delta)
-    if preset == "simulation":
-        gamma = S * math.sqrt(d * log_term)
-        return RarelySwitchingParameters(
-            lam=0.5,
-            lam_h=0.5,
-            floor_v=paper_floor(d, 0.5),
-            floor_h=paper_floor(d, 0.5),
-            beta=4.0 * math.sqrt(d * log_term),
-            exploration_threshold=1.0 / (0.01 * kappa * S**2 * d),
-            elimination_width=gamma * math.sqrt(kappa),
-            switch_rule="determinant",
-            switch_factor=1.5,
-            centre="midpoint",
-            fit_lam=0.25,
-            radius=float(S),
-            kappa=kappa,
-        )
-    if preset == "theory":
-        lam = 1.25 * d * log_term
-        gamma = R**2 * S * d * log_term
-        return RarelySwitchingParameters(
-            lam=lam,
-            lam_h=lam,
-            floor_v=paper_floor(d, lam),
-            floor_h=paper_floor(d, lam),
-            beta=R * d * log_term,
-            exploration_threshold=1.0 / (gamma**2 * kappa * R**2),
-            elimination_width=gamma * kappa,
-            switch_rule="determinant",
-            switch_factor=2.0,
-            centre="tau",
-            fit_lam=(4 * d + 2) / (4 * d + 1) * lam,
-            radius=float(S),
-            kappa=kappa,
-        )
-    raise ValueError(f"preset must be 'simulation' or 'theory', got {preset!r}")
-
-
-def _check_problem(d: int, horizon: int, S: float) -> None:
-    check_int("d", d)
-    check_int("horizon", horizon)
-    check_positive("S", S)
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
-    return delta
 
 
 # -- pluggable ingredients --------------------------------------------------------------
@@ -379,16 +191,6 @@ def _log_det(matrix: np.ndarray) -> float:
     return float(logdet) if sign > 0 else -math.inf
 
 
-def _inverse_and_floor(matrix: np.ndarray, floor: float) -> np.ndarray:
-    """Inverse of a symmetric matrix after flooring its eigenvalues at ``floor``.
-
-    The floor is the post-processing that keeps Assumption J.1 (``V ⪰ λ_min I``) true
-    for a noisy release; on an exact ``λI + Σ`` it never binds (eigenvalues ≥ λ).
-    """
-    w, q = np.linalg.eigh(matrix)
-    return (q / np.maximum(w, floor)) @ q.T
-
-
 def _extended(stacked: np.ndarray, rows: list) -> np.ndarray:
     """``stacked`` (rows ``[:len(stacked)]`` as one read-only array) extended by the rest of ``rows``.
 
@@ -479,26 +281,24 @@ class RarelySwitchingBandit(Policy):
 
     # -- cached factorizations --------------------------------------------------------
     def _set_tau(self, h_tau: np.ndarray) -> None:
-        """Cache ``H_τ``'s inverse and the whitening ``L⁻¹`` (``H_τ = LLᵀ``) or log-det."""
-        w, q = np.linalg.eigh(h_tau)
-        w = np.maximum(w, self.params.floor_h)
-        self._h_tau_inv = (q / w) @ q.T
-        self._h_tau_whiten = (q / np.sqrt(w)).T  # W with W H_τ Wᵀ = I
-        self._h_tau_logdet = float(np.sum(np.log(w)))
+        """Cache the floored ``H_τ``'s inverse, whitening W (``W H_τ Wᵀ = I``) and log-det."""
+        spectrum = FlooredSpectrum.of(h_tau, self.params.floor_h)
+        self._h_tau_inv = spectrum.inverse
+        self._h_tau_whiten = spectrum.whitening
+        self._h_tau_logdet = spectrum.logdet
         self._arm_map = None
 
     def _set_v_o(self, v_o: np.ndarray) -> None:
         """Cache the floored ``V_o`` of θ̂_o's last refit, its inverse and whitening."""
-        w, q = np.linalg.eigh(v_o)
-        w = np.maximum(w, self.params.floor_v)
-        self._v_o = (q * w) @ q.T
-        self._v_o_inv = (q / w) @ q.T
-        self._v_o_whiten = (q / np.sqrt(w)).T  # W with W V_o Wᵀ = I
+        spectrum = FlooredSpectrum.of(v_o, self.params.floor_v)
+        self._v_o = spectrum.matrix
+        self._v_o_inv = spectrum.inverse
+        self._v_o_whiten = spectrum.whitening
         self._arm_map = None
 
     def _current_v_inv(self) -> np.ndarray:
         if self.design_v.version != self._v_version:
-            self._v_inv = _inverse_and_floor(self.design_v.matrix, self.params.floor_v)
+            self._v_inv = floored_inverse(self.design_v.matrix, self.params.floor_v)
             self._v_version = self.design_v.version
             self._arm_map = None
         return self._v_inv
@@ -528,7 +328,7 @@ class RarelySwitchingBandit(Policy):
 
     # -- the protocol -----------------------------------------------------------------
     def choose(self, arms: np.ndarray) -> int:
-        """Paper Alg. 2, lines 3–14: θ̂_o refit and Criterion II (from V, H only), then Criterion I, else elimination and UCB."""
+        """Paper Alg. 2, lines 3–14: θ̂_o refit, Criterion II (V, H only), Criterion I, else elimination and UCB."""
         arms = real_array("arms", arms)  # a complex arm is refused, not cast
         if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
             self._check_arms(arms)  # raises the boundary's ValueError

@@ -36,13 +36,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from accounting import GDP, ZCDP
-from dpglm.glm import GLMFamily, get_family
-from dpglm.policies.rarely_switching import (
+from dpglm._validation import check_real
+from dpglm.glm import GLMFamily
+from dpglm.linalg import FlooredSpectrum, dmu_range
+from dpglm.policies.rs_parameters import (
     RarelySwitchingParameters,
     paper_floor,
     rs_glinucb_parameters,
@@ -155,7 +157,7 @@ def tight_parameters(
     """RS-GLinUCB's simulation constants plus the terms the tree noise needs.
 
     ``noise_v``, ``noise_h`` bound ‖noise‖_op of every release of each tree with
-    probability ≥ 1 − δ (:func:`dpglm.policies.joint_dp.tree_noise_bound`; 0 for an
+    probability ≥ 1 − δ (:func:`dpglm.policies.joint_dp_presets.tree_noise_bound`; 0 for an
     exact or absent tree). With b = that bound and λ₀ = 0.5 RS-GLinUCB's ridge:
 
     * ``λ_V = λ₀ + b_V``, ``λ_H = λ₀ + b_H``: then ``λI + noise ⪰ λ₀I`` on the whole run,
@@ -241,8 +243,7 @@ def plan_tight(
     more after float rounding: each part is rounded down through a Fraction).
     """
     for name, value in (("tree_share", tree_share), ("o_share", o_share)):
-        if not (isinstance(value, (int, float)) and 0 < value < 1):
-            raise ValueError(f"{name} must lie in (0, 1), got {value!r}")
+        check_real(name, value, 0.0, 1.0, low_open=True, high_open=True)
     pool = Fraction(mu_sq_pool)
     tree = pool * Fraction(tree_share)
     refits = pool - tree
@@ -271,11 +272,10 @@ def plan_tight(
 
 def link_leaf_bound(family: GLMFamily | str, S: float) -> float:
     """``max_{|z| ≤ S} μ̇(z)/e``: the operator-norm bound of an H leaf (a public constant of the link)."""
-    family = get_family(family)
-    return float(np.max(family.dmu(np.linspace(-S, S, 20001)))) / math.e
+    return dmu_range(family, S)[1] / math.e
 
 
-POOL_CURRENCY = "gdp"
+POOL_CURRENCY: Final = "gdp"
 """Currency of the tight plan's pool: Gaussian DP, whose (ε, δ) conversion is exact (docs/accounting.md)."""
 
 
@@ -310,8 +310,8 @@ def newton_metric(design: Any, floor: float, curvature: float) -> Callable[[int]
     """
 
     def metric(rounds: int) -> np.ndarray:
-        w, q = np.linalg.eigh(design.matrix)
-        w = np.maximum(w, floor)
+        spectrum = FlooredSpectrum.of(design.matrix, floor)
+        q, w = spectrum.eigenvectors, spectrum.eigenvalues
         return rounds * ((q / (curvature * w)) @ q.T)
 
     return metric

@@ -86,5 +86,5 @@ def test_errors():
         ECOLog("logistic", 3, S=1.0, delta=0.1, lam=0.0)
     with pytest.raises(ValueError, match="delta"):
         ECOLog("logistic", 3, S=1.0, delta=0.0)
-    with pytest.raises(ValueError, match="follow choose"):
+    with pytest.raises(ValueError, match=r"choose\(arms\) must be called before observe"):
         ECOLog("logistic", 3, S=1.0, delta=0.1).observe(1.0)

@@ -70,7 +70,7 @@ def test_errors():
     with pytest.raises(ValueError, match="horizon"):
         GLMUCB("probit", 3, horizon=0, delta=0.1, kappa=2.0)
     policy = GLMUCB("probit", 2, horizon=1, delta=0.1, kappa=2.0)
-    with pytest.raises(ValueError, match="follow choose"):
+    with pytest.raises(ValueError, match=r"choose\(arms\) must be called before observe"):
         policy.observe(1.0)
     policy.choose(np.array([[0.1, 0.2], [0.0, 0.5]]))
     with pytest.raises(ValueError, match=r"\[0, R\]"):

@@ -97,7 +97,7 @@ def test_errors():
         GLOC("probit", 3, S=-1.0, delta=0.1, kappa=2.0)
     with pytest.raises(ValueError, match="kappa"):
         GLOC("probit", 3, S=1.0, delta=0.1, kappa=0.0)
-    with pytest.raises(ValueError, match="follow choose"):
+    with pytest.raises(ValueError, match=r"choose\(arms\) must be called before observe"):
         GLOC("probit", 3, S=1.0, delta=0.1, kappa=2.0).observe(0.0)
 
 
