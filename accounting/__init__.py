@@ -5,14 +5,15 @@ Public API (see docs/design.md, accounting/): cost values :class:`PureDP`,
 :class:`Account` tree; :class:`BudgetExceeded` and :class:`Receipt`; the
 :class:`Chargeable` protocol a mechanism needs of an account (with
 :class:`Budgeted`, which also shows its budget, and :class:`EventChargeable`,
-which also takes dp-accounting events); the
+which also takes dp-accounting events); the type aliases :data:`Number` (what a
+cost field accepts), :data:`Currency`, :data:`Relation` and :data:`PartitionKey`; the
 journal's errors (:mod:`accounting.journal`, docs/threat-model.md);
 conversions in :mod:`accounting.convert`.
 """
 
 from accounting import convert, gdp, rdp
-from accounting.chargeable import Budgeted, Chargeable, EventChargeable
-from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, PureDP
+from accounting.chargeable import Budgeted, Chargeable, EventChargeable, PartitionKey
+from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, Number, PureDP, Relation
 from accounting.journal import (
     JournalAnchorWarning,
     JournalBusyError,
@@ -22,8 +23,10 @@ from accounting.journal import (
     JournalReplacedError,
 )
 from accounting.ledger import Account, BudgetExceeded, Ledger, Receipt
+from accounting.spend import CURRENCIES, Currency
 
 __all__ = [
+    "CURRENCIES",
     "GDP",
     "RDP",
     "RELATIONS",
@@ -34,6 +37,7 @@ __all__ = [
     "Budgeted",
     "Chargeable",
     "Cost",
+    "Currency",
     "EventChargeable",
     "JournalAnchorWarning",
     "JournalBusyError",
@@ -42,8 +46,11 @@ __all__ = [
     "JournalReadOnlyError",
     "JournalReplacedError",
     "Ledger",
+    "Number",
+    "PartitionKey",
     "PureDP",
     "Receipt",
+    "Relation",
     "convert",
     "gdp",
     "rdp",

@@ -1,7 +1,7 @@
 """dp-accounting ``DpEvent`` in and out of the ledger: costing an event in an account's currency, and
 the ledger's whole spend as one ``ComposedDpEvent``.
 
-Relations (``docs/accounting.md``, "Events and relations"). A ``DpEvent`` carries
+Relations (``docs/accounting.md``, "Neighbouring relations" and "dp-accounting events"). A ``DpEvent`` carries
 no neighbouring relation: ``GaussianDpEvent(z)`` is σ/Δ for the sensitivity Δ
 the caller means. ``relation=`` says which relation that Δ is for. Internally
 every event is brought to *pair form*: an event whose add/remove-one reading by

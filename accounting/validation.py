@@ -112,6 +112,10 @@ def check_exact(name: str, value: object, low: Fraction | int | None = None, hig
 
 def _read_exact(name: str, value: object, low: Fraction | int | None, high: Fraction | int | None, low_open: bool,
                 high_open: bool) -> Fraction:
+    if type(value) is float and math.isfinite(value):  # the common case first: a Python float
+        return Fraction(repr(value))
+    if type(value) is int:
+        return Fraction(value)
     if isinstance(value, Fraction):
         return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
