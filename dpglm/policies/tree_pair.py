@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from accounting import GDP, Receipt
+from accounting import GDP, Chargeable, Cost, Receipt
 from mechanisms.lattice import GaussianLattice, gdp_sigma
 from mechanisms.tree import BinaryTreeMechanism, StreamElements, tree_depth
 
@@ -52,7 +52,7 @@ class PartitionedTree(BinaryTreeMechanism):
         self._partition = partition
         super().__init__(*args, **kwargs)
 
-    def _charge(self, cost: object, *, releases: int = 1, account: object = None, **charge: Any) -> Receipt:
+    def _charge(self, cost: Cost, *, releases: int = 1, account: Chargeable | None = None, **charge: Any) -> Receipt:
         charge["partition"] = self._partition
         return super()._charge(cost, releases=releases, account=account, **charge)
 
