@@ -32,9 +32,10 @@ f(t) = o(t) keeps DP-TT's asymptotic guarantee. Once the allocation is
 close to w*_{ε,β}, every arm has N_a ≥ w*_a t/2 > f(t) from some t on, so
 the forcing stops acting. Before that, it only adds pulls to under-sampled
 arms, which the sufficient-exploration step of the Top Two analysis allows.
-``challenger_counts="phase"`` computes the TCI keys with the phase counts Ñ
-instead of N (keys then change only at refreshes); ``docs/bai-threshold.md``,
-"Sampling rule", says what this changes and what it does not.
+``challenger_counts="phase"`` (DP-TT's default) computes the TCI keys with the
+phase counts Ñ instead of N (keys then change only at refreshes; ``"true"`` is the
+paper's rule); ``docs/bai-threshold.md``, "Sampling rule", says what this changes
+and what it does not.
 """
 
 from __future__ import annotations
@@ -378,12 +379,15 @@ class DPTopTwo(TopTwoEngine):
     closed form; ``"heuristic"`` is :class:`~dpglm.bai.thresholds.HeuristicThreshold`
     (figure comparison only). Each run holds a pure-ε :class:`accounting.Ledger`;
     its report shows ε in total. Forced exploration
-    defaults to ``"log-linear"`` (module docstring), η to :func:`eta_for_epsilon` (``"auto"``).
+    defaults to ``"log-linear"`` (module docstring), η to :func:`eta_for_epsilon` (``"auto"``),
+    the challenger's counts to the phase counts Ñ (``challenger_counts="phase"``; the
+    paper's true counts N: ``"true"``; ``docs/bai-threshold.md``, "Sampling rule").
     """
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, forced_exploration: bool | str = "log-linear",
-                 eta: float | str = "auto", **kwargs: Any) -> None:
-        super().__init__(mu, epsilon, delta, forced_exploration=forced_exploration, eta=eta, **kwargs)
+                 eta: float | str = "auto", challenger_counts: str = "phase", **kwargs: Any) -> None:
+        super().__init__(mu, epsilon, delta, forced_exploration=forced_exploration, eta=eta,
+                         challenger_counts=challenger_counts, **kwargs)
 
 
 class EBTopTwo(TopTwoEngine):

@@ -4,7 +4,7 @@ Jourdan & Azize (2025), Figure 1: δ = 0.01, ε on the grid 10^{−3+2j/3}, j = 
 Bernoulli instances μ1 = (0.95, 0.9, 0.9, 0.9, 0.5) and μ2 = (0.75, 0.625, 0.5,
 0.375, 0.25) (``docs/references.md``); algorithms DP-TT (default: log-linear
 forced exploration; also with the √t forced exploration of Garivier & Kaufmann
-2016, and with a phase-count challenger), AdaP-TT, AdaP-TT⋆, DP-SE (as specified,
+2016, and with the paper's true-count challenger), AdaP-TT, AdaP-TT⋆, DP-SE (as specified,
 and as in the authors' public code: ``DPSE(mean="cumulative-count")``) and the
 non-private EB-TCI; mean ± 2 std over runs with T*_ε·log(1/(3δ)) as the lower
 bound. Two families of stopping rules, compared within each: ``provable``
@@ -34,7 +34,7 @@ INSTANCES = {
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
 ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
-              "DP-SE (cumulative count)", "DP-TT (phase-count challenger)")  # seeds come from the names, not the order
+              "DP-SE (cumulative count)", "DP-TT (true-count challenger)")  # seeds come from the names, not the order
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
@@ -75,8 +75,8 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         return DPTopTwo(mu, eps, DELTA, threshold=stopping)
     if name == "DP-TT (sqrt forced exploration)":  # Garivier & Kaufmann (2016) instead of the log-linear default
         return DPTopTwo(mu, eps, DELTA, threshold=stopping, forced_exploration="sqrt")
-    if name == "DP-TT (phase-count challenger)":  # measured variant, no proof of its asymptotics
-        return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="phase")
+    if name == "DP-TT (true-count challenger)":  # the paper's TCI keys on N (DP-TT's default keys on Ñ)
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="true")
     if name == "AdaP-TT":
         return AdaPTT(mu, eps, DELTA, threshold=stopping)
     if name == "AdaP-TT*":
@@ -201,6 +201,23 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
     plt.close(fig)
 
 
+def _jobs(grid: list[float], runs: int, seed: int, max_steps: int) -> list[tuple[Any, tuple[Any, ...]]]:
+    """Every point of the figure as an engine task, the slow small-ε points first (better load balance)."""
+    tasks = []
+    for fam in STOPPING:
+        for inst in INSTANCES:
+            for alg in ALGORITHMS:
+                if alg in OWN_RULE and fam != STOPPING[0]:
+                    continue  # its rule is its own: simulated once, drawn in both families
+                for eps in grid if alg != "EB-TCI" else [float("inf")]:
+                    tasks.append((inst, alg, eps, runs, seed, max_steps, fam))
+    tasks.sort(key=lambda t: t[2])
+    budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
+    jobs: list[tuple[Any, tuple[Any, ...]]] = [(run_point, t) for t in tasks]
+    jobs += [(paper_budget_point, (e, 10 * runs, seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
+    return jobs
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
@@ -221,19 +238,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     grid = epsilon_grid(args.quick)
-    tasks = []
-    for fam in STOPPING:
-        for inst in INSTANCES:
-            for alg in ALGORITHMS:
-                if alg in OWN_RULE and fam != STOPPING[0]:
-                    continue  # its rule is its own: simulated once, drawn in both families
-                for eps in grid if alg != "EB-TCI" else [float("inf")]:
-                    tasks.append((inst, alg, eps, runs, args.seed, max_steps, fam))
-    tasks.sort(key=lambda t: t[2])  # the slow small-ε points first: better load balance
-    budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
+    jobs = _jobs(grid, runs, args.seed, max_steps)
     start = time.perf_counter()
-    jobs: list[tuple[Any, tuple[Any, ...]]] = [(run_point, t) for t in tasks]
-    jobs += [(paper_budget_point, (e, 10 * runs, args.seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
     with Engine(engine) as running:
         it = running.imap(_call_point, jobs)
         results = [r for _, r in tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress)]

@@ -72,7 +72,8 @@ def test_block_engine_matches_per_step_reference():
     mu, eps, delta = (0.7, 0.5, 0.4), 1.0, 0.05
     rng = np.random.default_rng(0)
     ref = np.array([reference_dp_tt(mu, eps, delta, 0.5, rng)[0] for _ in range(300)])
-    block = DPTopTwo(mu, eps, delta, threshold="heuristic").run(300, np.random.default_rng(1)).stopping_times
+    dp_tt = DPTopTwo(mu, eps, delta, threshold="heuristic", challenger_counts="true")  # the reference's keys use N
+    block = dp_tt.run(300, np.random.default_rng(1)).stopping_times
     assert stats.ks_2samp(ref, block).pvalue > 0.01
     assert np.mean(block) == pytest.approx(np.mean(ref), rel=0.15)
 
@@ -149,6 +150,7 @@ def test_block_engine_matches_per_step_reference_in_the_heavy_tail():
     """
     mu, eps, delta, cap = (0.95, 0.9, 0.9, 0.9, 0.5), 0.46, 0.01, 60_000
     ref = reference_dp_tt_lockstep(mu, eps, delta, 0.5, 150, np.random.default_rng(2), cap)
-    block = DPTopTwo(mu, eps, delta, threshold="heuristic").run(150, np.random.default_rng(3), max_steps=cap)
+    dp_tt = DPTopTwo(mu, eps, delta, threshold="heuristic", challenger_counts="true")  # the reference's keys use N
+    block = dp_tt.run(150, np.random.default_rng(3), max_steps=cap)
     blk = np.minimum(block.stopping_times, cap)
     assert stats.ks_2samp(ref, blk).pvalue > 0.01

@@ -11,7 +11,7 @@ def test_epsilon_grid_is_the_papers():
     grid = epsilon_grid()
     assert len(grid) == 9
     assert grid[0] == pytest.approx(1e-3) and grid[3] == pytest.approx(0.1) and grid[-1] == pytest.approx(10 ** (7 / 3))
-    assert all(b / a == pytest.approx(10 ** (2 / 3)) for a, b in zip(grid, grid[1:]))
+    assert all(b / a == pytest.approx(10 ** (2 / 3)) for a, b in zip(grid, grid[1:], strict=False))
 
 
 def test_run_point_row():

@@ -98,9 +98,10 @@ def test_thresholds_by_hand(wa, wb):
 
 
 def test_star_threshold_regimes_follow_the_interpretable_shapes():
-    """Remark 5.22: (3/σ²)log(1/δ) + (3ε/(√2σ))(√ω_a + √ω_b)√log(1/δ) far from 3ε; dominated by log(1/δ) terms as δ → 0."""
+    """Remark 5.22: far from 3ε, c̃ ≈ (3/σ²)log(1/δ) + (3ε/(√2σ))(√ω_a + √ω_b)√log(1/δ) as δ → 0."""
     wa = wb = 2.0**12
     delta = 1e-30
     lin = star_threshold(np.array(0.9), np.array(0.1), np.array(wa), np.array(wb), K, delta, EPS, S)
-    shape = 12 * math.log(1 / delta) + 3 * EPS / (math.sqrt(2) * SIGMA) * 2 * math.sqrt(wa) * math.sqrt(math.log(1 / delta))
+    root = math.sqrt(math.log(1 / delta))
+    shape = 12 * math.log(1 / delta) + 3 * EPS / (math.sqrt(2) * SIGMA) * 2 * math.sqrt(wa) * root
     assert 0.9 < float(lin) / shape < 1.3

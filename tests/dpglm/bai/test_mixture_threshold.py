@@ -80,7 +80,7 @@ def test_discrete_laplace_mgf_tends_to_the_continuous_one_and_matches_its_series
 def _deviation_paths(mu, eps, runs, phases, rng):
     """Ñ d⁻(μ̃, μ), Ñ d⁺(μ̃, μ) and μ̃ at every phase k = 1..phases, from GeometricBatchMean's releases."""
     ledgers = [Ledger(PureDP(eps)) for _ in range(runs)]
-    mech = GeometricBatchMean([l.root for l in ledgers], 1, eps, rng)
+    mech = GeometricBatchMean([ledger.root for ledger in ledgers], 1, eps, rng)
     over, under, means = (np.empty((runs, phases)) for _ in range(3))
     for k in range(phases):
         add = (mech.next_refresh - mech.counts).astype(np.int64)

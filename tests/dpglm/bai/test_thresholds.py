@@ -55,7 +55,8 @@ def test_bai_md_candidate_is_valid_and_looser():
     K, delta = 5, 0.01
     th = GammaThreshold(K, delta)
     for k in range(1, 257):
-        cand = brentq(lambda c: c - k * (1 + np.log(c / k)) - np.log(2 * K * ZETA2 * k**2 / delta), k * 1.0000001, 1e5)
+        level = np.log(2 * K * ZETA2 * k**2 / delta)
+        cand = brentq(lambda c, k=k, level=level: c - k * (1 + np.log(c / k)) - level, k * 1.0000001, 1e5)
         assert stats.gamma(k + 1).sf(cand) <= delta / (K * ZETA2 * k**2)
         assert cand > th(k)
 

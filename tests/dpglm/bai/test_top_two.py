@@ -10,20 +10,19 @@ from dpglm.bai.top_two import AdaPTT, AdaPTTStar, DPTopTwo, EBTopTwo, _merged_ra
 
 def test_tracking_closed_form_matches_the_per_round_rule():
     for beta in (0.5, 0.3, 0.75):
-        n, l = 0, 0  # the leader's own-pull and leader-round counters
-        for start in range(60):
+        n_own = 0  # the leader's own-pull counter; ``rounds`` counts its leader rounds
+        for rounds in range(60):
             # closed form for the next t rounds from the current state, vs the loop
             for t in (1, 2, 5, 17):
-                nn, ll, pulls = n, l, 0
+                nn, ll, pulls = n_own, rounds, 0
                 for _ in range(t):
                     ll += 1
                     if nn <= beta * ll:
                         nn += 1
                         pulls += 1
-                assert tracking_pulls(np.array([t]), np.array([n]), np.array([l]), beta)[0] == pulls
-            l += 1
-            if n <= beta * l:
-                n += 1
+                assert tracking_pulls(np.array([t]), np.array([n_own]), np.array([rounds]), beta)[0] == pulls
+            if n_own <= beta * (rounds + 1):
+                n_own += 1
 
 
 def test_merged_ranks_match_a_sorted_merge():
@@ -104,7 +103,7 @@ def test_adaptt_leader_is_the_private_ucb_index():
     alg = AdaPTT((0.7, 0.5, 0.45), 0.5, 0.1)
     m, nt, counts = [0.6, 0.55, 0.2], [64.0, 4.0, 8.0], [127.0, 7.0, 15.0]
     t_c = 149.0
-    index = [mi + np.log(t_c) / (0.5 * ni) + np.sqrt(np.log(t_c) / (2 * ni)) for mi, ni in zip(m, nt)]
+    index = [mi + np.log(t_c) / (0.5 * ni) + np.sqrt(np.log(t_c) / (2 * ni)) for mi, ni in zip(m, nt, strict=True)]
     assert int(np.argmax(index)) == 1  # the under-sampled arm leads, not the empirical best
     lead = alg._leaders(_state(m, nt, counts), np.array([0]), np.array([0]))
     assert lead.tolist() == [1]
@@ -121,7 +120,8 @@ def test_adaptt_heuristic_stopping_is_the_authors_rule():
         for a in range(3):
             if a != b:
                 inv = 1 / nt[b] + 1 / nt[a]
-                c = np.log(1 / delta) + np.log(1 + np.log(nt[b])) + np.log(1 + np.log(nt[a])) + inv * np.log(1 / delta) ** 2 / eps**2
+                c = (np.log(1 / delta) + np.log(1 + np.log(nt[b])) + np.log(1 + np.log(nt[a]))
+                     + inv * np.log(1 / delta) ** 2 / eps**2)
                 ok.append(0.5 * (m[b] - m[a]) ** 2 / inv > c)
         return all(ok)
 
@@ -157,7 +157,10 @@ def test_log_linear_forcing_leaves_no_run_at_the_cap():
 
 def test_sampling_rule_options():
     mu = (0.95, 0.9, 0.9, 0.9, 0.5)
-    res = DPTopTwo(mu, 0.46, 0.01, challenger_counts="phase").run(5, np.random.default_rng(5), max_steps=10**8)
+    res = DPTopTwo(mu, 0.46, 0.01, challenger_counts="true").run(5, np.random.default_rng(5), max_steps=10**8)
+    assert res.stopped.all() and res.errors == 0
+    assert DPTopTwo(mu, 0.46, 0.01).challenger_counts == "phase"  # the default
+    res = DPTopTwo(mu, 0.46, 0.01).run(5, np.random.default_rng(5), max_steps=10**8)
     assert res.stopped.all() and res.errors == 0
     with pytest.raises(ValueError, match="forced_exploration"):
         DPTopTwo(mu, 0.1, 0.01, forced_exploration="linear")
@@ -166,7 +169,7 @@ def test_sampling_rule_options():
 
 
 def test_adap_tt_star_challenger_cost_by_hand():
-    """W^{G,ε} = Δ₊ min(3ε, Δ₊)/(2σ²(1/N_B + 1/N_a)), σ = 1/2 (thesis eq. 5.12), no log N_a (TC); slope vs a difference."""
+    """W^{G,ε} = Δ₊ min(3ε, Δ₊)/(2σ²(1/N_B + 1/N_a)), σ = 1/2 (thesis eq. 5.12), no log N_a; slope by differences."""
     alg = AdaPTTStar((0.7, 0.5, 0.45), 0.01, 0.1)
     m = np.array([[0.7, 0.5, 0.72]])
     n = np.array([[100.0, 40.0, 30.0]])
@@ -189,7 +192,7 @@ def test_adap_tt_star_leader_is_the_thesis_ucb():
     m, nt, k = np.array([[0.6, 0.5, 0.2]]), np.array([[64.0, 4.0, 8.0]]), np.array([[8.0, 4.0, 5.0]])
     est = SimpleNamespace(means=lambda: m, phase_counts=nt, phases=k)
     eps = 0.5
-    index = [0.6 + np.sqrt(8 / 64) + 8 / (eps * 64), 0.5 + np.sqrt(4 / 4) + 4 / (eps * 4), 0.2 + np.sqrt(5 / 8) + 5 / (eps * 8)]
+    index = [mi + np.sqrt(ki / ni) + ki / (eps * ni) for mi, ni, ki in zip(m[0], nt[0], k[0], strict=True)]
     lead = AdaPTTStar((0.7, 0.5, 0.45), eps, 0.1)._leaders(est, np.array([0]), np.array([0]))
     assert lead.tolist() == [int(np.argmax(index))] == [1]
 
