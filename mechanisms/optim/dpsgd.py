@@ -165,29 +165,16 @@ class DPSGD(Mechanism):
                 f"relation must be 'replace_one' (neighbours replace one user's row; n is public), got {relation!r}"
             )
 
-    def plan(
-        self,
-        n: int,
-        *,
-        steps: int,
-        cost: ZCDP | GDP | None = None,
-        noise_multiplier: float | None = None,
-        batch_size: int | None = None,
-        normalizer: float | None = None,
-        dim: int | None = None,
-    ) -> DPSGDPlan:
+    def plan(self, n: int, *, steps: int, cost: ZCDP | GDP | None = None, noise_multiplier: float | None = None,
+             batch_size: int | None = None, normalizer: float | None = None, dim: int | None = None) -> DPSGDPlan:
         """The noise and the charge of a run on n rows, without charging or sampling.
 
-        In a gdp account (``dim`` = d required) the charge is GDP with μ² = E·μ′², μ′
-        of one step's float-safe discrete noise on d coordinates for sensitivity 2C
-        (each row is in one step per epoch; steps compose in GDP as √(Σμᵢ²), Dong, Roth
-        & Su 2022, Cor. 3.3), and ``cost`` is a GDP.
-
         Exactly one of ``cost`` (a ``ZCDP(rho > 0, delta=0)`` to spend exactly, noise
-        rounded up) and ``noise_multiplier`` (z = σ/C > 0) must be given. With a
-        public ``normalizer`` (float ≥ 1) the run is full batch (``batch_size`` must
-        be None), n may be 0, and the plan's epochs, noise and cost do not depend on n
-        (:func:`mechanisms.optim.dpsgd_plan.plan_run`).
+        rounded up; in a gdp account a ``GDP``, and ``dim`` = d is required) and
+        ``noise_multiplier`` (z = σ/C > 0) must be given. With a public ``normalizer``
+        (float ≥ 1) the run is full batch (``batch_size`` must be None), n may be 0, and
+        the plan's epochs, noise and cost do not depend on n. The derivation, in zCDP and
+        in GDP: :mod:`mechanisms.optim.dpsgd_plan` (:func:`~mechanisms.optim.dpsgd_plan.plan_run`).
         """
         return plan_run(
             self.account.currency, self.clip, n, steps=steps, cost=cost, noise_multiplier=noise_multiplier,
