@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize_scalar
 
+from accounting.validation import check_real
 from dpglm.bai.divergences import _check_eps, _check_mean, _d_plus, _transport_cost
 
 __all__ = ["CharacteristicTime", "characteristic_time"]
@@ -34,8 +35,7 @@ class CharacteristicTime:
 
     def lower_bound(self, delta: float) -> float:
         """The sample-complexity lower bound T*_ε(ν)·log(1/(3δ)) (paper §3)."""
-        if not 0 < delta < 1 / 3:
-            raise ValueError(f"delta must be in (0, 1/3), got {delta!r}")
+        delta = check_real("delta", delta, 0.0, 1 / 3, low_open=True, high_open=True)
         return self.value * float(np.log(1 / (3 * delta)))
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from accounting.validation import check_int, check_positive, check_probability
 from mechanisms.geometric import refresh_points
 
 __all__ = ["MixtureThreshold", "discrete_laplace_log_mgf", "laplace_log_mgf"]
@@ -35,8 +36,7 @@ _W0 = 0.1  # prior atom at λ = 0: Φ ≥ w₀ whatever the data, so one arm's l
 
 def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
     """φ(θ) = log E exp(εθ·L) for L ~ Lap(b), κ = εb > 0: −log(1 − (κθ)²), +inf for κθ ≥ 1."""
-    if not kappa > 0:
-        raise ValueError(f"kappa = epsilon * scale must be > 0, got {kappa!r}")
+    kappa = check_positive("kappa", kappa)  # kappa = epsilon * scale
 
     def phi(theta: np.ndarray) -> np.ndarray:
         x = kappa * np.asarray(theta, dtype=float)
@@ -53,10 +53,8 @@ def discrete_laplace_log_mgf(t: int, kappa: float = 1.0) -> Callable[[np.ndarray
     written with expm1 (1 − pe^{±s} = −expm1(±s − 1/t)) so that t up to 2^52 stays exact.
     This is the noise :class:`mechanisms.lattice.LaplaceLattice` draws.
     """
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
-        raise ValueError(f"t must be an integer >= 1, got {t!r}")
-    if not kappa > 0:
-        raise ValueError(f"kappa must be > 0, got {kappa!r}")
+    t = check_int("t", t)
+    kappa = check_positive("kappa", kappa)
     inv_t = 1.0 / float(t)
 
     def phi(theta: np.ndarray) -> np.ndarray:
@@ -101,13 +99,8 @@ class MixtureThreshold:
     def __init__(self, n_arms: int, delta: float, epsilon: float, eta: float = 1.0, *,
                  noise_log_mgf: Callable[[np.ndarray], np.ndarray] | None = None,
                  f_max: float = 400.0, f_step: float = 0.25) -> None:
-        if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 2:
-            raise ValueError(f"n_arms must be an integer >= 2, got {n_arms!r}")
-        if not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        if not 0 < epsilon < np.inf:
-            raise ValueError(f"epsilon must be in (0, inf), got {epsilon!r}")
-        self.n_arms, self.delta, self.epsilon, self.eta = int(n_arms), float(delta), float(epsilon), float(eta)
+        self.n_arms, self.delta = check_int("n_arms", n_arms, 2), check_probability("delta", delta)
+        self.epsilon, self.eta = check_positive("epsilon", epsilon), float(eta)
         self.phi = noise_log_mgf if noise_log_mgf is not None else laplace_log_mgf()
         self.level = np.log((self.n_arms - 1) / self.delta)
         self.points = refresh_points(self.eta)

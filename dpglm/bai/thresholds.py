@@ -17,6 +17,8 @@ from numpy.typing import ArrayLike
 from scipy import integrate, optimize
 from scipy.special import gammaincc, gammainccinv, gammaln
 
+from accounting.validation import check_int, check_probability
+
 __all__ = ["ChernoffThreshold", "GammaThreshold", "HeuristicThreshold", "LaplaceTailThreshold", "ZETA2",
            "laplace_sum_tail", "laplace_tail", "worst_case_quantile"]
 
@@ -24,9 +26,7 @@ ZETA2 = np.pi**2 / 6
 
 
 def _check_delta(delta: float) -> float:
-    if not isinstance(delta, (int, float, np.floating)) or not 0 < float(delta) < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return float(delta)
+    return check_probability("delta", delta)
 
 
 class GammaThreshold:
@@ -68,8 +68,7 @@ class GammaThreshold:
     provable = True
 
     def __init__(self, n_arms: int, delta: float, *, max_phase: int = 256) -> None:
-        if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 2:
-            raise ValueError(f"n_arms must be an integer >= 2, got {n_arms!r}")
+        check_int("n_arms", n_arms, 2)
         self.n_arms, self.delta = int(n_arms), _check_delta(delta)
         k = np.arange(1, max_phase + 1, dtype=float)
         table = gammainccinv(k + 1, self.delta / (self.n_arms * ZETA2 * k**2))
@@ -184,8 +183,7 @@ class ChernoffThreshold:
     provable = True
 
     def __init__(self, n_arms: int, delta: float) -> None:
-        if isinstance(n_arms, bool) or not isinstance(n_arms, (int, np.integer)) or n_arms < 2:
-            raise ValueError(f"n_arms must be an integer >= 2, got {n_arms!r}")
+        check_int("n_arms", n_arms, 2)
         self.n_arms, self.delta = int(n_arms), _check_delta(delta)
 
     def __call__(self, phase: ArrayLike, count: ArrayLike) -> np.ndarray:
