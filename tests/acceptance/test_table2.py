@@ -41,7 +41,7 @@ def test_table2_full_private_glm_meets_the_paper(tmp_path):
     cells = {(c["algorithm"], c["preset"], c["epsilon"], c["S"]): c for c in summary["cells"]}
     for S in (2.0, 2.5, 3.0):
         regrets = [cells[("Private-GLM", "calibrated", e, S)]["regret"] for e in (4.0, 6.0, 8.0)]
-        for e, regret in zip((4.0, 6.0, 8.0), regrets):
+        for e, regret in zip((4.0, 6.0, 8.0), regrets, strict=True):
             assert regret <= 1.15 * PAPER_TABLE2[("Private-GLM", e)][S]
         assert regrets[0] > regrets[1] > regrets[2]  # more privacy, more regret
         for e in (4.0, 6.0, 8.0):

@@ -45,7 +45,8 @@ POLICIES = {
 
 @pytest.mark.parametrize("changes, error, message", [
     ({"horizon": 0}, ValueError, r"horizon must be an int >= 1, got 0"),  # was "math domain error"
-    ({"S": float("nan")}, ValueError, r"S must be a finite number > 0, got nan"),  # "cannot convert NaN to integer ratio"
+    # was "cannot convert NaN to integer ratio"
+    ({"S": float("nan")}, ValueError, r"S must be a finite number > 0, got nan"),
     ({"d": "3"}, TypeError, r"d must be an int >= 1, got str '3'"),  # 'can only concatenate str (not "int") to str'
     ({"horizon": 2.0}, TypeError, r"horizon must be an int >= 1, got float 2.0"),
     ({"epsilon": 0}, ValueError, r"epsilon must be a finite number > 0, got 0"),  # was "budget must be positive"

@@ -23,7 +23,9 @@ def bernoulli_nll(theta, x, r):
 
 def scipy_prox(x, centre, W, S, loss):
     """argmin_{‖θ‖≤S} loss(θ) + ½‖θ − centre‖²_W by SLSQP."""
-    obj = lambda th: loss(th) + 0.5 * (th - centre) @ W @ (th - centre)
+    def obj(th):
+        return loss(th) + 0.5 * (th - centre) @ W @ (th - centre)
+
     start = centre if np.linalg.norm(centre) <= S else centre * S / np.linalg.norm(centre)
     res = optimize.minimize(obj, start, method="SLSQP",
                             constraints=[{"type": "ineq", "fun": lambda th: S * S - th @ th}],
@@ -41,8 +43,8 @@ def reference_ecolog(contexts, rewards_of, *, d, S, delta, lam):
         i = int(np.argmax(scores))
         choices.append(i)
         x, r = contexts[t - 1][i], rewards_of(t - 1, i)
-        new = scipy_prox(x, theta, W, S, lambda th: bernoulli_nll(th, x, r))
-        bar = scipy_prox(x, new, W, S, lambda th: bernoulli_nll(th, x, 0.0) + bernoulli_nll(th, x, 1.0))
+        new = scipy_prox(x, theta, W, S, lambda th, x=x, r=r: bernoulli_nll(th, x, r))
+        bar = scipy_prox(x, new, W, S, lambda th, x=x: bernoulli_nll(th, x, 0.0) + bernoulli_nll(th, x, 1.0))
         disc = math.sqrt((new - bar) @ W @ (new - bar))
         cum += 2 * (1 + S) * (bernoulli_nll(bar, x, r) - bernoulli_nll(new, x, r)) - 0.5 * disc
         p = sigmoid(x @ new)
@@ -73,11 +75,11 @@ def test_prox_step_matches_scipy(rng, radius):
         centre = rng.normal(size=3) * 0.5
         r = float(rng.integers(0, 2))
         ours = prox_step(LOGISTIC, x, centre, W, np.linalg.inv(W), radius, reward=r)
-        ref = scipy_prox(x, centre, W, radius, lambda th: bernoulli_nll(th, x, r))
+        ref = scipy_prox(x, centre, W, radius, lambda th, x=x, r=r: bernoulli_nll(th, x, r))
         np.testing.assert_allclose(ours, ref, atol=1e-6)
         bar = prox_step(LOGISTIC, x, centre, W, np.linalg.inv(W), radius, reward=0.5, scale=2.0)
         ref_bar = scipy_prox(x, centre, W, radius,
-                             lambda th: bernoulli_nll(th, x, 0.0) + bernoulli_nll(th, x, 1.0))
+                             lambda th, x=x: bernoulli_nll(th, x, 0.0) + bernoulli_nll(th, x, 1.0))
         np.testing.assert_allclose(bar, ref_bar, atol=1e-6)
 
 

@@ -22,16 +22,13 @@ def scipy_projection(u, A, S):
 def reference_gloc(contexts, rewards_of, *, mu, k_mu, d, S, delta, kappa, lam, preset):
     """Full inverses, a Python loop over arms, scipy projection."""
     c = 1 / kappa
-    if preset == "paper-simulation":
-        sigma2 = k_mu**4  # the public code's σ = k_μ²
-    else:
-        sigma2 = 0.25
+    sigma2 = k_mu**4 if preset == "paper-simulation" else 0.25  # the public code's σ = k_μ²
     X, zs, theta, B = [], [], np.zeros(d), 2 * c * S**2 * lam
     choices = []
     for t in range(len(contexts)):
         A = lam * np.eye(d) + sum(np.outer(x, x) for x in X)
         A_inv = np.linalg.inv(A)
-        xz = sum((z * x for z, x in zip(zs, X)), np.zeros(d))
+        xz = sum((z * x for z, x in zip(zs, X, strict=True)), np.zeros(d))
         theta_hat = A_inv @ xz
         alpha = 1 + 4 / c * B + 8 * sigma2 / c**2 * np.log(
             2 / delta * np.sqrt(1 + 2 / c * B + 4 * sigma2**2 / (c**4 * delta**2)))

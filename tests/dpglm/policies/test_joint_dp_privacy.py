@@ -120,7 +120,7 @@ def test_theta_o_refit_times_do_not_reveal_a_users_criterion_one_round():
     assert [t for t, e in enumerate(d["explored"]) if e] == sorted([*BIG, USER])
     assert sum(d["explored"]) == sum(d_prime["explored"]) + 1 == len(BIG) + 1
     # Released V are identical under the coupling; the refit times are the growth rule on them.
-    for v, v_prime in zip(d["released_v"], d_prime["released_v"]):
+    for v, v_prime in zip(d["released_v"], d_prime["released_v"], strict=True):
         np.testing.assert_array_equal(v, v_prime)
     p = _params()
     expected = _growth_rule_rounds(d["released_v"], p.lam, p.floor_v, p.refit_o_factor)
@@ -177,7 +177,7 @@ def test_unit_norm_contexts_do_not_crash_the_private_run(scale):
                                   **_params().as_dict(), "lam": 1.0, "lam_h": 1.0, "floor_v": paper_floor(3, 1.0),
                                   "floor_h": paper_floor(3, 1.0), "exploration_threshold": 0.3, "radius": 2.0}))
     assert policy.exploration_possible
-    for t in range(T_run):
+    for _ in range(T_run):
         g = rng.normal(size=(10, 3))
         arms = g / np.linalg.norm(g, axis=1, keepdims=True) * scale
         assert np.linalg.norm(arms, axis=1).max() <= 1 + 1e-9

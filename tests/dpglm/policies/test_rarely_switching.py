@@ -15,6 +15,11 @@ from scipy import optimize, special
 
 from dpglm.envs import StochasticContextEnv
 from dpglm.glm import PROBIT
+from dpglm.policies.joint_dp import (
+    JointDPGLMBandit,
+    joint_dp_parameters,
+    tree_noise_bound,
+)
 from dpglm.policies.rarely_switching import (
     RarelySwitchingParameters,
     RSGLinUCB,
@@ -191,11 +196,6 @@ def test_bad_inputs_are_rejected():
 
 
 # -- the joint-DP Algorithm 2 -------------------------------------------------------------
-from dpglm.policies.joint_dp import (
-    JointDPGLMBandit,
-    joint_dp_parameters,
-    tree_noise_bound,
-)
 
 
 def _probit_loss_grad(z, y):
