@@ -133,7 +133,10 @@ def _shuffle_pgd(planted: str | None, name: str) -> Callable[[float, bool], Audi
     def build(epsilon: float, quick: bool) -> Audit:
         from audits.shuffle_vector import ShufflePGDAudit
 
+        # Real rows: the exact composition the bandit's estimator uses. The planted noise-bit bugs act on
+        # the per-round calibration, i.e. on the generic (ε₀, δ₀) composition.
         return ShufflePGDAudit(epsilon, DELTA, n_users=20, iterations=2,
+                               composition="exact" if planted is None else "rounds",
                                mechanism_class=None if planted is None else _planted(planted), name=name)
     return build
 

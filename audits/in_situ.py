@@ -321,10 +321,14 @@ class InSituAudit:
     def _pgd_audit(self, pgd: ShufflePGD, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Audit:
         from audits.shuffle_vector import ShufflePGDAudit
 
+        if kwargs.get("noise_bits") is not None:  # the exact composition of the rounds (ShufflePGD.fit)
+            privacy: dict[str, Any] = {"noise_bits": int(kwargs["noise_bits"]), "composition": "exact"}
+        else:
+            privacy = {"round_epsilon": float(kwargs["round_epsilon"]), "round_delta": float(kwargs["round_delta"]),
+                       "composition": "rounds"}
         return ShufflePGDAudit(1.0, kwargs["delta"], n_users=int(np.shape(args[0])[0]),
                                iterations=int(kwargs["iterations"]), clip=pgd.clip,
-                               round_epsilon=float(kwargs["round_epsilon"]), round_delta=float(kwargs["round_delta"]),
-                               mechanism_class=type(pgd), name="in-situ P_GD")
+                               mechanism_class=type(pgd), name="in-situ P_GD", **privacy)
 
     def run(self, runs: int = 1, seed: int = 0, *, confidence: float = 0.95) -> InSituReport:
         """Record one run (``runs`` must be 1: the point is the run's own mechanisms) and audit each row."""

@@ -31,10 +31,13 @@ the best that test can certify at the run count — is printed beside the result
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
 
+from accounting import ApproxDP
+from accounting.validation import check_positive, check_probability
 from audits.base import (
     CLOPPER_PEARSON,
     Audit,
@@ -43,7 +46,9 @@ from audits.base import (
     huge_budget_account,
 )
 from audits.bounds import ceiling_from_tails
-from audits.noise import _check_delta, _check_positive
+
+if TYPE_CHECKING:
+    from mechanisms.shuffle import ShuffleBitSum
 
 __all__ = ["ShuffleBitSumAudit", "ShuffleBitSumReleaseAudit", "bitsum_ceiling"]
 
@@ -73,22 +78,23 @@ class _BitSumPair(Audit):
     def _open(self, epsilon: float, delta: float, n_users: int, mechanism_class: type | None, name: str) -> None:
         from mechanisms.shuffle import ShuffleBitSum
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
         if isinstance(n_users, bool) or not isinstance(n_users, int) or n_users < 2:
             raise ValueError(f"n_users must be an int ≥ 2, got {n_users!r}")
         self.n_users, self.name = n_users, name
-        self.mechanism_class = ShuffleBitSum if mechanism_class is None else mechanism_class
+        self.mechanism_class: type[ShuffleBitSum] = ShuffleBitSum if mechanism_class is None else mechanism_class
         self._single = self._build(huge_budget_account("approx"), np.random.default_rng(0))
         self.gamma = self._single.gamma
 
-    def _build(self, account: object, rng: np.random.Generator) -> object:
+    def _build(self, account: object, rng: np.random.Generator) -> ShuffleBitSum:
         return self.mechanism_class(account, self.n_users, rng, epsilon=self.epsilon, delta=self.delta)
 
     def claim(self) -> Claim:
-        receipt = self._single.release(np.zeros(self.n_users, dtype=np.int64)).receipt
-        return Claim(epsilon=float(receipt.cost.eps), delta=float(receipt.cost.delta), cost=str(receipt.cost),
-                     ledger_epsilon=float(receipt.cost.eps))
+        cost = self._single.release(np.zeros(self.n_users, dtype=np.int64)).receipt.cost
+        if not isinstance(cost, ApproxDP):
+            raise TypeError(f"the shuffle audits expect an ApproxDP charge, got {type(cost).__name__}")
+        return Claim(epsilon=float(cost.eps), delta=float(cost.delta), cost=str(cost), ledger_epsilon=float(cost.eps))
 
     def planned_thresholds(self, claim: Claim, runs: int) -> list[tuple[int, float]]:
         """The count threshold optimal at the expected counts of ``runs`` under the mechanism's public γ."""
@@ -126,10 +132,12 @@ class ShuffleBitSumReleaseAudit(_BitSumPair):
     def scores(self, neighbour: int, runs: int, rng: np.random.Generator) -> np.ndarray:
         bits = np.zeros(self.n_users, dtype=np.int64)
         bits[0] = neighbour
-        accounts, current, mechanism = approx_accounts(self.delta), None, None
+        accounts = approx_accounts(self.delta)
+        current = next(accounts)
+        mechanism = self._build(current, rng)
         released = np.empty(runs)
         for run in range(runs):
-            account = next(accounts)
+            account = current if run == 0 else next(accounts)
             if account is not current:  # a fresh account (δ composes): a fresh mechanism on it
                 current, mechanism = account, self._build(account, rng)
             released[run] = mechanism.release(bits).value

@@ -41,9 +41,13 @@ huge-budget ledger — by the default method (``"counts"``) or ``"messages"``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from scipy import stats
 
+from accounting import ApproxDP
+from accounting.validation import check_positive, check_probability
 from audits.base import (
     CLOPPER_PEARSON,
     Audit,
@@ -52,7 +56,12 @@ from audits.base import (
     huge_budget_account,
 )
 from audits.bounds import ceiling_from_tails
-from audits.noise import _check_delta, _check_positive
+
+if TYPE_CHECKING:
+    from accounting import Receipt
+    from mechanisms.optim.shuffle_pgd import ShufflePGD
+    from mechanisms.release import Release
+    from mechanisms.shuffle import ShuffleVectorSum
 
 __all__ = ["ShufflePGDAudit", "ShuffleVectorSumAudit"]
 
@@ -63,7 +72,9 @@ def _check_users(n_users: object) -> int:
     return n_users
 
 
-def _approx_claim(receipt: object) -> Claim:
+def _approx_claim(receipt: Receipt) -> Claim:
+    if not isinstance(receipt.cost, ApproxDP):
+        raise TypeError(f"the shuffle audits expect an ApproxDP charge, got {type(receipt.cost).__name__}")
     return Claim(epsilon=float(receipt.cost.eps), delta=float(receipt.cost.delta), cost=str(receipt.cost),
                  ledger_epsilon=float(receipt.cost.eps))
 
@@ -100,8 +111,8 @@ class ShuffleVectorSumAudit(Audit):
                  name: str = "shuffle-vector") -> None:
         from mechanisms.shuffle import ShuffleVectorSum
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
         self.n_users = _check_users(n_users)
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"d must be an int ≥ 1, got {d!r}")
@@ -109,15 +120,15 @@ class ShuffleVectorSumAudit(Audit):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
         if inputs not in ("l2", "box"):
             raise ValueError(f"inputs must be 'l2' or 'box', got {inputs!r}")
-        self.d, self.bound, self.protocol, self.inputs = d, _check_positive("bound", bound), method, inputs
-        self.mechanism_class = ShuffleVectorSum if mechanism_class is None else mechanism_class
+        self.d, self.bound, self.protocol, self.inputs = d, check_positive("bound", bound), method, inputs
+        self.mechanism_class: type[ShuffleVectorSum] = ShuffleVectorSum if mechanism_class is None else mechanism_class
         self.name = name
         self._single = self._build(huge_budget_account("approx"), np.random.default_rng(0))
         self.levels, self.noise_bits = self._single.levels, self._single.noise_bits
         self.coordinates = self._single.coordinates
         self._pair = self._neighbours()
 
-    def _build(self, account: object, rng: np.random.Generator) -> object:
+    def _build(self, account: object, rng: np.random.Generator) -> ShuffleVectorSum:
         return self.mechanism_class(account, self.n_users, (self.d, self.d), self.bound, rng,
                                     epsilon=self.epsilon, delta=self.delta, inputs=self.inputs)
 
@@ -176,10 +187,12 @@ class ShuffleVectorSumAudit(Audit):
         values = np.zeros((self.n_users, self.d, self.d))
         values[0] = self._pair[1 if neighbour else 0]
         rows, cols = np.triu_indices(self.d)
-        accounts, current, mechanism = approx_accounts(self.delta), None, None
+        accounts = approx_accounts(self.delta)
+        current = next(accounts)
+        mechanism = self._build(current, rng)
         sums = np.empty((runs, rows.size))
         for run in range(runs):
-            account = next(accounts)
+            account = current if run == 0 else next(accounts)
             if account is not current:  # a fresh account (δ composes): a fresh mechanism on it
                 current, mechanism = account, self._build(account, rng)
             sums[run] = np.asarray(mechanism.release(values, method=self.protocol).value)[rows, cols]
@@ -205,8 +218,10 @@ class ShufflePGDAudit(Audit):
     Parameters
     ----------
     epsilon, delta : float
-        Target (ε, δ) of one fit: the rounds get (ε₀, δ₀ = δ/(2T)) with ε₀ the largest
-        whose PLD composition meets it (``calibrate_round_epsilon``, as the bandit's estimator).
+        Target (ε, δ) of one fit. ``composition="exact"`` (the bandit's estimator): the fewest
+        noise bits whose rounds' dominating PLD, composed exactly, meets it
+        (``calibrate_run_noise_bits``); ``"rounds"``: the rounds get (ε₀, δ₀ = δ/(2T)) with ε₀
+        the largest whose generic PLD composition meets it (``calibrate_round_epsilon``).
     n_users : int
         Rows (users) per fit, ≥ 2.
     iterations : int
@@ -214,7 +229,11 @@ class ShufflePGDAudit(Audit):
     clip : float
         L, the clipping norm (and the summation's bound).
     round_epsilon, round_delta : float, optional
-        The rounds' (ε₀, δ₀) as a caller chose them (in-situ audits); ``epsilon`` is then unused.
+        The rounds' (ε₀, δ₀) as a caller chose them (in-situ audits, ``"rounds"``); ``epsilon`` is then unused.
+    noise_bits : int, optional
+        The rounds' noise bits as a caller chose them (in-situ audits, ``"exact"``); ``epsilon`` is then unused.
+    composition : {"exact", "rounds"}
+        How the fit is charged (above); planted noise-bit bugs act on ``"rounds"``.
     mechanism_class : type
         ``mechanisms.optim.shuffle_pgd.ShufflePGD`` or a subclass (planted bugs).
     """
@@ -226,32 +245,40 @@ class ShufflePGDAudit(Audit):
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 20, iterations: int = 2,
                  clip: float = 1.0, method: str = "counts", round_epsilon: float | None = None,
-                 round_delta: float | None = None, mechanism_class: type | None = None,
-                 name: str = "shuffle-pgd") -> None:
-        from mechanisms.optim.shuffle_pgd import ShufflePGD, calibrate_round_epsilon
+                 round_delta: float | None = None, noise_bits: int | None = None, composition: str = "exact",
+                 mechanism_class: type | None = None, name: str = "shuffle-pgd") -> None:
+        from mechanisms.optim.shuffle_pgd import ShufflePGD, calibrate_round_epsilon, calibrate_run_noise_bits
 
-        self.epsilon = _check_positive("epsilon", epsilon)
-        self.delta = _check_delta(delta)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
         self.n_users = _check_users(n_users)
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 2:
             raise ValueError(f"iterations must be an int ≥ 2, got {iterations!r}")
         if method not in ("counts", "messages"):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
-        self.iterations, self.clip, self.protocol = iterations, _check_positive("clip", clip), method
-        self.round_delta = self.delta / (2.0 * iterations) if round_delta is None else _check_positive(
-            "round_delta", round_delta)
-        if round_epsilon is None:
-            self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations,
-                                                         round_delta=self.round_delta)
-        else:
-            self.round_epsilon = _check_positive("round_epsilon", round_epsilon)
-        self.mechanism_class = ShufflePGD if mechanism_class is None else mechanism_class
+        self.iterations, self.clip, self.protocol = iterations, check_positive("clip", clip), method
+        if composition not in ("exact", "rounds"):
+            raise ValueError(f"composition must be 'exact' or 'rounds', got {composition!r}")
+        self.composition = composition
+        self.mechanism_class: type[ShufflePGD] = ShufflePGD if mechanism_class is None else mechanism_class
         self.name = name
         from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels
 
         # The correct round's public protocol parameters (what the planned test assumes): the clipped
         # gradients' l2 ball, which for d = 1 is the box (one coordinate moving by 2g).
         self.levels = default_levels(self.n_users, 1)
+        self.round_epsilon = self.round_delta = None
+        if composition == "exact":
+            self.noise_bits = calibrate_run_noise_bits(self.n_users, 1, iterations, self.epsilon, self.delta) \
+                if noise_bits is None else int(noise_bits)
+            return
+        self.round_delta = self.delta / (2.0 * iterations) if round_delta is None else check_positive(
+            "round_delta", round_delta)
+        if round_epsilon is None:
+            self.round_epsilon = calibrate_round_epsilon(self.epsilon, self.delta, iterations,
+                                                         round_delta=self.round_delta)
+        else:
+            self.round_epsilon = check_positive("round_epsilon", round_epsilon)
         max_shift, l2_shift = INPUT_SHIFTS["l2_ball"]
         self.noise_bits = calibrate_noise_bits(self.n_users, float(self.round_epsilon), float(self.round_delta),
                                                self.levels, 1, max_shift=max_shift, l2_shift=l2_shift)
@@ -280,18 +307,20 @@ class ShufflePGDAudit(Audit):
     def parameters(self) -> dict:
         return {"epsilon": self.epsilon, "delta": self.delta, "n_users": self.n_users,
                 "iterations": self.iterations, "round_epsilon": self.round_epsilon,
-                "round_delta": self.round_delta, "clip": self.clip, "method": self.protocol,
+                "round_delta": self.round_delta, "composition": self.composition, "clip": self.clip,
+                "method": self.protocol,
                 "levels": self.levels, "noise_bits": self.noise_bits,
                 "mechanism_class": self.mechanism_class.__name__}
 
-    def _fit(self, account: object, rng: np.random.Generator, label: float) -> object:
+    def _fit(self, account: object, rng: np.random.Generator, label: float) -> Release:
         pgd = self.mechanism_class(account, _canary_gradient, rng, clip=self.clip, radius=1e9)
         X = np.zeros((self.n_users, 1))
         X[0, 0] = self.clip
         y = np.zeros(self.n_users)
         y[0] = label
-        return pgd.fit(X, y, iterations=self.iterations, round_epsilon=self.round_epsilon,
-                       round_delta=self.round_delta, delta=self.delta, lr=1.0, method=self.protocol)
+        privacy: dict[str, Any] = ({"noise_bits": self.noise_bits} if self.composition == "exact" else
+                                   {"round_epsilon": self.round_epsilon, "round_delta": self.round_delta})
+        return pgd.fit(X, y, iterations=self.iterations, delta=self.delta, lr=1.0, method=self.protocol, **privacy)
 
     def claim(self) -> Claim:
         return _approx_claim(self._fit(huge_budget_account("approx"), np.random.default_rng(0), 1.0).receipt)

@@ -39,6 +39,7 @@ from fractions import Fraction
 import numpy as np
 
 from accounting import ApproxDP, Receipt
+from accounting.costs import as_fraction
 from accounting.validation import check_int, check_positive, check_probability, check_real
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator
@@ -110,7 +111,7 @@ class _ChargedShuffleSum(Mechanism):
     def _charge_release(self, partition: str | None, note: str) -> Receipt:
         """Charge ApproxDP(epsilon, delta) for one release (raises ``BudgetExceeded`` before any draw)."""
         return self._charge(
-            ApproxDP(self.epsilon, self.delta),
+            ApproxDP(as_fraction(self.epsilon, "epsilon"), as_fraction(self.delta, "delta")),
             mechanism=self._MECHANISM,
             relation=self.relation,
             partition=partition,
@@ -147,7 +148,7 @@ def bitsum_randomize(bits: np.ndarray, gamma: float, rng: np.random.Generator) -
     rng = check_generator(rng)
     randomize = rng.random(x.shape[0]) < gamma
     coin = rng.integers(0, 2, size=x.shape[0])
-    return np.where(randomize, coin, x)
+    return np.asarray(np.where(randomize, coin, x), dtype=np.int64)
 
 
 def shuffle_messages(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -163,7 +164,7 @@ def bitsum_analyze(messages: np.ndarray, gamma: float) -> float:
     """
     y = _check_bits(messages)
     gamma = check_real("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)  # (0, 1): the analyzer debiases
-    return (float(y.sum()) - gamma * y.shape[0] / 2.0) / (1.0 - gamma)
+    return (float(y.sum()) - gamma * float(len(y)) / 2.0) / (1.0 - gamma)
 
 
 class ShuffleBitSum(_ChargedShuffleSum):
@@ -194,7 +195,7 @@ class ShuffleBitSum(_ChargedShuffleSum):
 
     def __init__(
         self,
-        account,
+        account: object,
         n_users: int,
         rng: np.random.Generator,
         *,
@@ -338,7 +339,7 @@ def run_vector_summation(
         shuffled = shuffle_messages(vector_randomize(arr, bound, levels, noise_bits, rng), rng)
         return vector_analyze(shuffled, n, m, bound, levels, noise_bits)
     ones = _round_levels(arr, bound, levels, rng).sum(axis=0) + rng.binomial(n * noise_bits, 0.5, size=m)
-    return (bound / levels) * (ones - noise_bits * n / 2.0) - n * bound
+    return np.asarray((bound / levels) * (ones - noise_bits * n / 2.0) - n * bound, dtype=float)
 
 
 #: What ``ShuffleVectorSum(inputs=...)`` accepts, and the accountant's input set for vectors / matrices.
@@ -442,14 +443,13 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         self.bound = check_positive("bound", bound)
         self.inputs = _check_inputs(inputs)
         self.input_set = _INPUT_SETS[self.inputs][len(self.shape) - 1]
-        max_shift, l2_shift = INPUT_SHIFTS[self.input_set]
-        self._shifts = {"max_shift": max_shift, "l2_shift": l2_shift}
+        self.max_shift, self.l2_shift = INPUT_SHIFTS[self.input_set]
         self.levels = default_levels(self.n_users, d) if levels is None else check_int("levels", levels, 1)
         if noise_bits is None:
             noise_bits = calibrate_noise_bits(self.n_users, *self._certified, self.levels, self.coordinates,
-                                              **self._shifts)
+                                              max_shift=self.max_shift, l2_shift=self.l2_shift)
         elif vector_sum_delta(self.n_users, check_int("noise_bits", noise_bits, 1), self.levels, self._certified[0],
-                              self.coordinates, **self._shifts) > self._certified[1]:
+                              self.coordinates, max_shift=self.max_shift, l2_shift=self.l2_shift) > self._certified[1]:
             raise ValueError(
                 f"noise_bits={noise_bits} does not meet (epsilon={self.epsilon}, delta={self.delta}) "
                 f"for n={self.n_users}, levels={self.levels}, coordinates={self.coordinates}, inputs={self.inputs!r}"

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import stats
@@ -213,7 +214,7 @@ def bitsum_delta_for_configuration(n: int, gamma: float, epsilon: float, ones: i
     return max(_hockey_stick(p, q, epsilon), _hockey_stick(q, p, epsilon))
 
 
-def _bisect_epsilon(delta_at, delta: float, upper: float) -> float:
+def _bisect_epsilon(delta_at: Callable[[float], float], delta: float, upper: float) -> float:
     """Smallest eps in [0, upper] (to ``_EPS_TOL``, rounded up) with ``delta_at(eps) <= delta``.
 
     The caller guarantees ``delta_at(upper) <= delta``.

@@ -25,10 +25,21 @@ PLD built from those parameters (dp-accounting ``from_privacy_parameters``: the 
 also under the adaptive choice of iterates. The run is charged once, before any
 randomness is drawn, as ``ApproxDP(eps_total, delta)`` with ``eps_total`` that PLD's
 epsilon at the requested total ``delta`` (rounded up to 1e-9). Not advanced composition.
+
+Exact composition (``noise_bits=`` instead of ``round_epsilon``/``round_delta``). Every
+round's summation, whatever the iterate, is dominated by the same pair: the accountant's
+dominating PLD of the summation of ``n`` inputs in the clip ball
+(:func:`mechanisms.shuffle_vector_accountant.vector_sum_pld`). The adaptive composition of
+mechanisms each dominated by a pair is dominated by the product of the pairs (Zhu, Dong &
+Wang 2022, Thm. 10), so the ``iterations``-fold self-composition of that PLD bounds the run;
+its epsilon at ``delta`` is charged (:func:`run_epsilon`). This composes the summation's own
+privacy loss instead of the generic (eps0, delta0) pair, which for ~Gaussian rounds is far
+looser: :func:`calibrate_run_noise_bits` finds the fewest bits for a run's (eps, delta).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -38,20 +49,30 @@ import numpy as np
 from dp_accounting.pld import common as dp_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from accounting import ApproxDP, Receipt
+from accounting import ApproxDP, Receipt, convert
+from accounting.costs import as_fraction
 from accounting.validation import check_int, check_real
 from mechanisms.base import Mechanism
 from mechanisms.optim.projection import BallProjection, MetricProjection
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
-from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels
+from mechanisms.shuffle_vector_accountant import (
+    INPUT_SHIFTS,
+    calibrate_noise_bits,
+    default_levels,
+    level_shifts,
+    vector_sum_pld,
+)
 
-__all__ = ["ShufflePGD", "composed_epsilon", "calibrate_round_epsilon"]
+__all__ = ["ShufflePGD", "calibrate_round_epsilon", "calibrate_run_noise_bits", "composed_epsilon", "run_epsilon"]
 
 GradientFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
-#: PLD discretization used for the composition over rounds (pessimistic rounding).
+#: PLD discretization used for the composition over rounds (pessimistic rounding: the
+#: charged epsilon exceeds the exact one by less than ``iterations`` bins).
 _PLD_INTERVAL = 1e-4
+#: Margin below the target epsilon the calibrated run keeps (its charge is rounded up to 1e-9).
+_CHARGE_MARGIN = 1e-8
 #: Largest per-round epsilon accepted (e^eps must stay a finite float in the PLD).
 _MAX_ROUND_EPSILON = 100.0
 #: The accountant's input set of the clipped gradients, by ``ShufflePGD(inputs=...)``.
@@ -112,6 +133,65 @@ def calibrate_round_epsilon(
     if lo == 0.0:
         raise ValueError("no per-round epsilon > 0 meets the target; raise epsilon or delta")
     return lo
+
+
+def _run_pld(n: int, d: int, iterations: int, noise_bits: int, levels: int,
+             input_set: str) -> pld_lib.PrivacyLossDistribution:
+    """The ``iterations``-fold self-composition of one round's dominating PLD (module docstring)."""
+    max_shift, l2_shift = INPUT_SHIFTS[input_set]
+    pld = vector_sum_pld(n, noise_bits, levels, d, interval=_PLD_INTERVAL, max_shift=max_shift, l2_shift=l2_shift)
+    return pld if iterations == 1 else pld.self_compose(iterations)
+
+
+def run_epsilon(n: int, d: int, iterations: int, noise_bits: int, delta: float, *, levels: int | None = None,
+                input_set: str = "l2_ball") -> float:
+    """Epsilon at ``delta`` of ``iterations`` rounds of ``n`` summed ``d``-vectors with ``noise_bits`` bits each.
+
+    Exact composition of the rounds' dominating PLD (module docstring), for inputs in
+    ``input_set`` (:data:`mechanisms.shuffle_vector_accountant.INPUT_SHIFTS`); ``levels``
+    defaults to ``max(ceil(2 sqrt n), d, 4)``.
+    """
+    n, d = check_int("n", n, 2), check_int("d", d)
+    iterations, noise_bits = check_int("iterations", iterations), check_int("noise_bits", noise_bits)
+    delta = _real("delta", delta, low=0.0, high=1.0)
+    if input_set not in INPUT_SHIFTS:
+        raise ValueError(f"input_set must be one of {tuple(INPUT_SHIFTS)}, got {input_set!r}")
+    levels = default_levels(n, d) if levels is None else check_int("levels", levels)
+    return float(_run_pld(n, d, iterations, noise_bits, levels, input_set).get_epsilon_for_delta(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_run_noise_bits(n: int, d: int, iterations: int, epsilon: float, delta: float, *,
+                             levels: int | None = None, input_set: str = "l2_ball") -> int:
+    """Fewest fair noise bits per user and coordinate with :func:`run_epsilon` ``<= epsilon`` at ``delta``.
+
+    The run's epsilon decreases in the bits (more independent noise: post-processing), so
+    the bracket from the analytic-Gaussian guess (the T rounds' shifts ``K_i`` as one Gaussian
+    of sensitivity ``||K|| sqrt T``, Balle & Wang 2018) is searched by bisection. Cached.
+    """
+    epsilon = _real("epsilon", epsilon, low=0.0)
+    levels = default_levels(check_int("n", n, 2), check_int("d", d)) if levels is None else levels
+    if input_set not in INPUT_SHIFTS:
+        raise ValueError(f"input_set must be one of {tuple(INPUT_SHIFTS)}, got {input_set!r}")
+    max_shift, l2_shift = INPUT_SHIFTS[input_set]
+
+    def meets(bits: int) -> bool:
+        spent = run_epsilon(n, d, iterations, bits, delta, levels=levels, input_set=input_set)
+        return spent <= epsilon - _CHARGE_MARGIN
+
+    shifts = level_shifts(levels, d, max_shift=max_shift, l2_shift=l2_shift)
+    sensitivity = math.sqrt(sum(k * k for k in shifts) * iterations)
+    guess = max(1, math.ceil(4.0 * convert.analytic_gaussian_sigma(epsilon, delta, sensitivity) ** 2 / n))
+    lo, hi = 0, guess
+    while not meets(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > max(1, hi // 1000):  # 0.1% in bits is 0.05% in noise sd
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 class ShufflePGD(Mechanism):
@@ -200,9 +280,10 @@ class ShufflePGD(Mechanism):
         y: np.ndarray,
         *,
         iterations: int,
-        round_epsilon: float,
-        round_delta: float,
         delta: float,
+        round_epsilon: float | None = None,
+        round_delta: float | None = None,
+        noise_bits: int | None = None,
         lr: float | None = None,
         theta0: np.ndarray | None = None,
         levels: int | None = None,
@@ -215,20 +296,21 @@ class ShufflePGD(Mechanism):
 
         Parameters
         ----------
-        X : numpy.ndarray
-            Shape ``(n, d)``, finite; one sample per user, n >= 2.
-        y : numpy.ndarray
-            Shape ``(n,)``, finite.
+        X, y : numpy.ndarray
+            Shapes ``(n, d)`` and ``(n,)``, finite; one sample per user, n >= 2.
         iterations : int
             T >= 1 rounds, every user in every round.
-        round_epsilon, round_delta : float
-            Privacy of one round's vector summation (eps0 > 0, delta0 in (0, 1)).
         delta : float
             Total delta of the run; the charged epsilon is computed at it.
-        lr : float, optional
-            Step size; default ``2S / (L sqrt(T))``.
-        theta0 : numpy.ndarray, optional
-            Start, inside the ball; default the origin.
+        round_epsilon, round_delta : float
+            Privacy of one round's vector summation (eps0 > 0, delta0 in (0, 1)); the run is
+            charged their generic PLD composition. Give these or ``noise_bits``.
+        noise_bits : int
+            Fair noise bits per user and coordinate of every round; the run is charged the
+            exact composition of the rounds' dominating PLD (:func:`run_epsilon`; module
+            docstring), e.g. with the bits of :func:`calibrate_run_noise_bits`.
+        lr, theta0 : optional
+            Step size (default ``2S / (L sqrt(T))``) and start (inside the ball; default 0).
         levels : int, optional
             Rounding resolution of the summation; default ``max(ceil(2 sqrt n), d, 4)``.
         method : str
@@ -237,16 +319,13 @@ class ShufflePGD(Mechanism):
             Passed to the charge: runs on disjoint users under different keys compose
             by max in the ledger.
         preconditioner : numpy.ndarray of shape (d, d), optional
-            A public symmetric positive definite M (e.g. ``n`` times the inverse of a
-            released design matrix): steps ``θ ← Π_M(θ − ηMĝ)`` with the projection in the
-            M⁻¹-norm (:class:`~mechanisms.optim.MetricProjection`), i.e. projected gradient
-            descent in the coordinates M^{-1/2}θ. Post-processing of the noisy sums: the
-            privacy analysis is unchanged.
+            A public symmetric positive definite M (e.g. ``n`` times the inverse of a released
+            design matrix): steps ``θ ← Π_M(θ − ηMĝ)``, projected in the M⁻¹-norm
+            (:class:`~mechanisms.optim.MetricProjection`). Post-processing: privacy unchanged.
         average : {"all", "suffix", "last"}
-            Output the average of all iterates at which gradients were taken (the
-            subgradient-method guarantee, default), of the second half of them (suffix
-            averaging: the linear convergence of a well-conditioned smooth objective is
-            kept while the noise of the last half is averaged), or the last iterate.
+            Output the average of all iterates at which gradients were taken (the subgradient
+            method's guarantee, default), of the second half of them (linear convergence kept,
+            the last half's noise averaged), or the last iterate.
         """
         X, y, theta = self._check_data(X, y, theta0)
         n, d = X.shape
@@ -257,10 +336,14 @@ class ShufflePGD(Mechanism):
             raise ValueError(f"method must be 'counts' or 'messages', got {method!r}")
         if average not in _FIRST_KEPT:
             raise ValueError(f"average must be 'all', 'suffix' or 'last', got {average!r}")
-        projection = self.projection if preconditioner is None else MetricProjection(self.projection, preconditioner)
-        metric = None if preconditioner is None else projection.M
-        noise_bits = self.round_noise_bits(n, d, round_epsilon, round_delta, levels)
-        receipt = self._charge_run(n, d, iterations, round_epsilon, round_delta, delta, levels, noise_bits, partition)
+        projection: BallProjection | MetricProjection = self.projection
+        if preconditioner is not None:
+            projection = MetricProjection(self.projection, preconditioner)
+        metric = projection.M if isinstance(projection, MetricProjection) else None
+        noise_bits, total_eps, how = self._privacy(n, d, iterations, levels, delta, round_epsilon, round_delta,
+                                                   noise_bits)
+        receipt = self._charge_run(total_eps, delta, partition,
+                                   f"P_GD: {how}; n={n}, d={d}, levels={levels}, noise_bits={noise_bits}")
         first_kept = _FIRST_KEPT[average](iterations)
         iterate_sum = np.zeros(d)
         for it in range(iterations):
@@ -270,6 +353,22 @@ class ShufflePGD(Mechanism):
                                          self.rng, method=method) / n
             theta = projection(theta - eta * (g_hat if metric is None else metric @ g_hat))
         return self._release(theta if average == "last" else iterate_sum / (iterations - first_kept), receipt)
+
+    def _privacy(self, n: int, d: int, iterations: int, levels: int, delta: float, round_epsilon: float | None,
+                 round_delta: float | None, noise_bits: int | None) -> tuple[int, float, str]:
+        """The rounds' noise bits, the run's epsilon at ``delta`` and how it was composed (``fit``'s two modes)."""
+        if noise_bits is None:
+            if round_epsilon is None or round_delta is None:
+                raise ValueError("give either round_epsilon and round_delta, or noise_bits")
+            return (self.round_noise_bits(n, d, round_epsilon, round_delta, levels),
+                    composed_epsilon(round_epsilon, round_delta, iterations, delta),
+                    f"T={iterations} rounds at (eps0={round_epsilon}, delta0={round_delta}) composed by PLD")
+        if round_epsilon is not None or round_delta is not None:
+            raise ValueError("give either round_epsilon and round_delta, or noise_bits, not both")
+        noise_bits = check_int("noise_bits", noise_bits)
+        return (noise_bits,
+                run_epsilon(n, d, iterations, noise_bits, delta, levels=levels, input_set=_INPUT_SETS[self.inputs]),
+                f"T={iterations} rounds, the summation's dominating PLD composed exactly")
 
     def _check_data(self, X: np.ndarray, y: np.ndarray,
                     theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -290,21 +389,14 @@ class ShufflePGD(Mechanism):
             raise ValueError(f"theta0 must lie in the ball of radius {self.radius}")
         return X, y, theta
 
-    def _charge_run(self, n: int, d: int, iterations: int, round_epsilon: float, round_delta: float, delta: float,
-                    levels: int, noise_bits: int, partition: str | None) -> Receipt:
-        """Charge ``ApproxDP(eps_total, delta)`` of the whole run (raises before any draw)."""
-        total_eps = composed_epsilon(round_epsilon, round_delta, iterations, delta)
-        charged_eps = Fraction(math.ceil(total_eps * 1e9) + 1, 10**9)
+    def _charge_run(self, total_eps: float, delta: float, partition: str | None, note: str) -> Receipt:
+        """Charge ``ApproxDP(eps_total, delta)`` of the whole run, rounded up to 1e-9 (raises before any draw)."""
         return self._charge(
-            ApproxDP(charged_eps, delta),
+            ApproxDP(Fraction(math.ceil(total_eps * 1e9) + 1, 10**9), as_fraction(delta, "delta")),
             mechanism="ShufflePGD",
             relation=self.relation,
             partition=partition,
-            note=(
-                f"P_GD: T={iterations} rounds at (eps0={round_epsilon}, delta0={round_delta}) composed by "
-                f"PLD; n={n}, d={d}, clip={self.clip}, radius={self.radius}, levels={levels}, noise_bits={noise_bits}, "
-                f"inputs={_INPUT_SETS[self.inputs]}"
-            ),
+            note=f"{note}, clip={self.clip}, radius={self.radius}, inputs={_INPUT_SETS[self.inputs]}",
         )
 
     def _clipped_gradients(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -315,4 +407,4 @@ class ShufflePGD(Mechanism):
             raise ValueError(f"per_sample_gradient must return a finite array of shape ({n}, {d}), got {grads.shape}")
         norms = np.linalg.norm(grads, axis=1, keepdims=True)
         clipped = grads * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
-        return np.clip(clipped, -self.clip, self.clip)  # guards float overshoot of |coord| <= ||g|| <= L
+        return np.asarray(np.clip(clipped, -self.clip, self.clip))  # guards float overshoot of |coord| <= ||g|| <= L

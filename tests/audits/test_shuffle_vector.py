@@ -46,7 +46,10 @@ def test_pgd_average_iterate_reveals_round_zero_only():
 
 def test_pgd_is_consistent_and_noiseless_refuted():
     assert ShufflePGDAudit(4.0, 1e-5, n_users=10).run(1_000, seed=2, holdout_runs=200).verdict == "consistent"
-    assert ShufflePGDAudit(1.0, 1e-5, n_users=10, mechanism_class=NoiselessPGD).run(
+    assert ShufflePGDAudit(4.0, 1e-5, n_users=10, composition="rounds").run(
+        1_000, seed=2, holdout_runs=200).verdict == "consistent"
+    # the planted bug acts on the per-round calibration, i.e. on the generic composition
+    assert ShufflePGDAudit(1.0, 1e-5, n_users=10, composition="rounds", mechanism_class=NoiselessPGD).run(
         500, seed=2, holdout_runs=200).verdict == "violated"
 
 
