@@ -34,17 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["GaussianAudit", "LaplaceAudit", "gaussian_claim"]
 
 
-def _check_delta(delta: object) -> float:
-    """A mechanism's δ, in (0, 1): :func:`accounting.validation.check_probability` named ``delta``.
-
-    Kept under this name (with ``_check_positive``) for the audits that still import it from here.
-    """
-    return check_probability("delta", delta)
-
-
-_check_positive = check_positive
-
-
 def gaussian_claim(receipt: Receipt, delta: float) -> Claim:
     """Claim of a Gaussian-noise release charged ρ-zCDP: μ = √(2ρ), ε its exact Gaussian ε at δ.
 
