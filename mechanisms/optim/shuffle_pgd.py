@@ -157,6 +157,13 @@ def run_epsilon(n: int, d: int, iterations: int, noise_bits: int, delta: float, 
     if input_set not in INPUT_SHIFTS:
         raise ValueError(f"input_set must be one of {tuple(INPUT_SHIFTS)}, got {input_set!r}")
     levels = default_levels(n, d) if levels is None else check_int("levels", levels)
+    return _run_epsilon(n, d, iterations, noise_bits, delta, levels, input_set)
+
+
+@functools.lru_cache(maxsize=1024)
+def _run_epsilon(n: int, d: int, iterations: int, noise_bits: int, delta: float, levels: int, input_set: str) -> float:
+    """:func:`run_epsilon` on checked arguments, cached: every fit charges it, and a bandit's
+    or an audit's fits repeat the same (n, d, T, bits, δ), where composing the PLD costs ~0.1 s."""
     return float(_run_pld(n, d, iterations, noise_bits, levels, input_set).get_epsilon_for_delta(delta))
 
 
