@@ -10,6 +10,8 @@ only the attributes of :class:`MeanEstimator` (``docs/bai-threshold.md``, "Setti
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from accounting import Ledger, PureDP
@@ -19,7 +21,7 @@ from mechanisms.geometric import GeometricBatchMean
 __all__ = ["ExactEstimator", "MeanEstimator", "PrivateEstimator"]
 
 
-class MeanEstimator:
+class MeanEstimator(ABC):
     """Per-(run, arm) counts and estimates; arrays are indexed ``[run, arm]``.
 
     Attributes read by the engine: ``counts`` (rewards fed), ``next_refresh``
@@ -34,24 +36,24 @@ class MeanEstimator:
     noisy_sum: np.ndarray
 
     @property
-    def counts(self) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def counts(self) -> np.ndarray: ...
 
     @property
-    def next_refresh(self) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def next_refresh(self) -> np.ndarray: ...
 
     @property
-    def phase_counts(self) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def phase_counts(self) -> np.ndarray: ...
 
     @property
-    def phases(self) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def phases(self) -> np.ndarray: ...
 
+    @abstractmethod
     def observe(self, counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
         """Feed ``counts[r, a]`` rewards summing to ``sums[r, a]``; return the (R, K) mask of refreshed estimates."""
-        raise NotImplementedError
 
     def means(self) -> np.ndarray:
         """Estimates clipped to [0, 1]; 0.5 where nothing was released yet."""
