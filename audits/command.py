@@ -27,8 +27,8 @@ import time
 from audits.base import Audit
 from audits.catalogue import CATALOGUE, family_confidence, get_spec
 from audits.engine import engine_session
-from dpglm.experiments.engine import add_engine_arguments, engine_from_args
-from dpglm.experiments.results import strict_json
+from dpglm.engine.engine import add_engine_arguments, engine_from_args
+from dpglm.engine.results import strict_json
 
 SUMMARY_FIELDS = ("audit", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
                   "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "seed", "seconds")

@@ -4,7 +4,7 @@ An audit splits its runs into chunks, each with its own generator spawned from
 the audit's seed (:meth:`audits.base.Audit.sample`), so the chunks are
 independent and the numbers do not depend on where they are computed.
 :func:`map_chunks` is the one seam between the audits and
-:mod:`dpglm.experiments.engine` (``local``: this process or worker processes;
+:mod:`dpglm.engine.engine` (``local``: this process or worker processes;
 ``dask``: dask.distributed, local or at an address). Inside
 :func:`engine_session` (a whole ``dpglm audit`` command) every call uses the
 session's engine; outside, a call opens an engine for itself and stops its
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from accounting.validation import check_int
-from dpglm.experiments.engine import (
+from dpglm.engine.engine import (
     DASK_INSTALL,
     ENGINES,
     Engine,

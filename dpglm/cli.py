@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = [arg for arg in argv if not arg.startswith("-")]
     if path and path[0] in ("reproduce", "audit"):
         # Before numpy loads: one BLAS/OpenMP thread, as in every worker (bitwise-equal numbers).
-        from dpglm.experiments.engine import pin_threads
+        from dpglm.engine.engine import pin_threads
 
         pin_threads()
     try:
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(" ".join(message.split()), file=sys.stderr)
         return 2
     except Exception as error:
-        from dpglm.experiments.engine import TaskFailures
+        from dpglm.engine.engine import TaskFailures
 
         if debug or not isinstance(error, TaskFailures):
             raise

@@ -98,7 +98,7 @@ def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpglm.experiments.results import strict_json
+    from dpglm.engine.results import strict_json
 
     rounds = np.arange(1, args.horizon + 1)
     with open(out / "regret.csv", "w") as fh:

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", default="results/bai", help="output directory (default results/bai)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    from dpglm.experiments.engine import add_engine_arguments
+    from dpglm.engine.engine import add_engine_arguments
 
     add_engine_arguments(parser, jobs=1)
 
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpglm.bai.characteristic_time import characteristic_time
-    from dpglm.experiments.engine import Engine, engine_from_args
+    from dpglm.engine.engine import Engine, engine_from_args
 
     runs = args.runs if args.runs is not None else (10 if args.quick else 100)
     max_steps = args.max_steps if args.max_steps is not None else (10**6 if args.quick else 10**8)
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         it = running.imap(_call_point, jobs)
         results = [r for _, r in tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress)]
         if running.failures:
-            from dpglm.experiments.engine import TaskFailures
+            from dpglm.engine.engine import TaskFailures
 
             raise TaskFailures("point(s)", [f"{jobs[i][1][:3]}: {m}" for i, m in running.failures])
     wall = time.perf_counter() - start

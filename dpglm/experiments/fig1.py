@@ -45,8 +45,8 @@ PANELS: dict[str, Panel] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dpglm.experiments.engine import add_engine_arguments
-    from dpglm.experiments.results import FORMATS
+    from dpglm.engine.engine import add_engine_arguments
+    from dpglm.engine.results import FORMATS
 
     parser.add_argument("--runs", type=int, default=None, help="runs per curve (default 10; 1 with --quick)")
     parser.add_argument("--quick", action="store_true",
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpglm.experiments.engine import engine_from_args
-    from dpglm.experiments.results import strict_json, table_path
+    from dpglm.engine.engine import engine_from_args
+    from dpglm.engine.results import strict_json, table_path
     from dpglm.experiments.sweep import read_results, run_sweep
 
     engine = None if args.replot else engine_from_args(args)

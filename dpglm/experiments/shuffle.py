@@ -44,8 +44,8 @@ FULL = {"families": list(FAMILIES), "dims": [3, 5], "horizons": [5000, 20000], "
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dpglm.experiments.engine import add_engine_arguments
-    from dpglm.experiments.results import FORMATS
+    from dpglm.engine.engine import add_engine_arguments
+    from dpglm.engine.results import FORMATS
 
     parser.add_argument("--runs", type=int, default=None, help="runs per configuration (default 5; 1 with --quick)")
     parser.add_argument("--quick", action="store_true",
@@ -192,8 +192,8 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpglm.experiments.engine import engine_from_args
-    from dpglm.experiments.results import strict_json, table_path, write_table
+    from dpglm.engine.engine import engine_from_args
+    from dpglm.engine.results import strict_json, table_path, write_table
     from dpglm.experiments.sweep import run_cells
 
     cells = build_cells(args)
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         if ledger is not None:
             (out / "ledgers" / f"{_run_name(cell)}.json").write_text(strict_json(ledger, indent=1))
     if failures:
-        from dpglm.experiments.engine import TaskFailures
+        from dpglm.engine.engine import TaskFailures
 
         raise TaskFailures("run(s)", failures)
     table = summarise(rows)

@@ -2,7 +2,7 @@
 
 A :class:`Sweep` names what to run; :func:`run_sweep` expands it into cells (one run
 each), groups them into tasks of about a second, runs them on an engine
-(:mod:`dpglm.experiments.engine`: this process, worker processes or dask) with a tqdm
+(:mod:`dpglm.engine.engine`: this process, worker processes or dask) with a tqdm
 bar, and appends each finished cell's rows to the table and to a resume manifest as it
 arrives (:func:`run_cells`). Every cell draws its randomness from
 ``numpy.random.SeedSequence(root_seed, spawn_key=...)`` with a key hashed from the
@@ -158,7 +158,7 @@ class _Results:
 
     def __init__(self, cells: Sequence[Cell], keys: list[str], columns: Sequence[str], path: Path | None,
                  on_result: Callable[[Cell, list[dict[str, Any]], Any], None] | None) -> None:
-        from dpglm.experiments.results import Manifest, write_table
+        from dpglm.engine.results import Manifest, write_table
 
         self.by_key, self.on_result = dict(zip(keys, cells, strict=True)), on_result
         self.manifest = Manifest(path.with_suffix(".manifest.jsonl")) if path is not None else None
@@ -217,8 +217,8 @@ def run_cells(
     in cell order. Returns ``[(cell, rows, extra)]`` in cell order, and the failures
     (cells whose task failed twice), each recorded once.
     """
-    from dpglm.experiments.engine import Engine, EngineSpec, current_engine, group_tasks
-    from dpglm.experiments.results import write_table
+    from dpglm.engine.engine import Engine, EngineSpec, current_engine, group_tasks
+    from dpglm.engine.results import write_table
 
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec()
     keys = [cell.key() for cell in cells]
@@ -281,7 +281,7 @@ def run_sweep(
         Table (``.csv``, written as cells finish, or ``.parquet``) with its resume
         manifest beside it (:func:`run_cells`).
     engine : EngineSpec, optional
-        Where to run (:mod:`dpglm.experiments.engine`); default local with ``jobs`` workers.
+        Where to run (:mod:`dpglm.engine.engine`); default local with ``jobs`` workers.
     jobs : int
         Local worker processes when ``engine`` is not given (1: in this process).
     progress : bool
@@ -292,7 +292,7 @@ def run_sweep(
     Raises ``RuntimeError`` naming the cells that failed twice (after the others finished
     and were saved, so a rerun resumes them).
     """
-    from dpglm.experiments.engine import EngineSpec
+    from dpglm.engine.engine import EngineSpec
 
     if engine is None:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -302,7 +302,7 @@ def run_sweep(
     ordered, failures = run_cells(sweep.cells(), run_cell, COLUMNS, out, engine=engine, progress=progress,
                                   on_result=callback)
     if failures:
-        from dpglm.experiments.engine import TaskFailures
+        from dpglm.engine.engine import TaskFailures
 
         raise TaskFailures("cell(s)", failures)
     return [row for _, rows, _ in ordered for row in rows]
@@ -310,6 +310,6 @@ def run_sweep(
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a sweep table (CSV or Parquet) with numbers parsed back (empty cells stay ``""``)."""
-    from dpglm.experiments.results import read_table
+    from dpglm.engine.results import read_table
 
     return read_table(path, numeric=set(COLUMNS) - {"algorithm", "preset", "family"})

@@ -44,8 +44,8 @@ TOLERANCE = 0.15
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dpglm.experiments.engine import add_engine_arguments
-    from dpglm.experiments.results import FORMATS
+    from dpglm.engine.engine import add_engine_arguments
+    from dpglm.engine.results import FORMATS
 
     parser.add_argument("--runs", type=int, default=None,
                         help="runs per cell (default 10, as the paper; 1 with --quick)")
@@ -259,8 +259,8 @@ def plot_kappa(summary: dict[str, Any], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpglm.experiments.engine import engine_from_args
-    from dpglm.experiments.results import strict_json, table_path
+    from dpglm.engine.engine import engine_from_args
+    from dpglm.engine.results import strict_json, table_path
     from dpglm.experiments.sweep import run_sweep
 
     sweep = build_sweep(args)

@@ -30,7 +30,7 @@ def test_reports_without_score_distributions_are_written_by_the_command():
     import json
 
     from audits.bandit import BanditCouplingAudit
-    from dpglm.experiments.results import strict_json
+    from dpglm.engine.results import strict_json
 
     one_run = OneRunGaussianAudit(1.0, canaries=1000).run()
     assert json.loads(strict_json(one_run.to_dict()))["ratio"] == pytest.approx(one_run.ratio)

@@ -73,7 +73,7 @@ def _record(path: Path) -> dict:
 
 def test_sweep_and_audit_on_a_real_cluster_match_this_process(cluster, tmp_path, capsys):
     from dpglm.cli import main
-    from dpglm.experiments.engine import Engine, EngineSpec
+    from dpglm.engine.engine import Engine, EngineSpec
     from dpglm.experiments.sweep import Instance, Sweep, run_sweep
 
     address, started = cluster

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dpglm.experiments.engine import Engine, EngineSpec, group_tasks
+from dpglm.engine.engine import Engine, EngineSpec, group_tasks
 from dpglm.experiments.sweep import Instance, Sweep, run_sweep
 
 SWEEP = Sweep(algorithms=("RS-GLinUCB", "GLOC"), instances=(Instance("probit", 3, 6, 2.0, 150),
@@ -108,7 +108,7 @@ def test_a_lost_worker_is_replaced_and_its_tasks_rerun(tmp_path):
 
 def test_strict_json_and_parquet_with_the_same_columns(tmp_path):
     pytest.importorskip("pyarrow")
-    from dpglm.experiments.results import read_table, strict_json
+    from dpglm.engine.results import read_table, strict_json
     from dpglm.experiments.sweep import COLUMNS, read_results
 
     text = strict_json({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": "x"})
@@ -124,7 +124,7 @@ def test_strict_json_and_parquet_with_the_same_columns(tmp_path):
 def test_flags_choose_the_engine(monkeypatch, tmp_path):
     import argparse
 
-    from dpglm.experiments.engine import add_engine_arguments, engine_from_args
+    from dpglm.engine.engine import add_engine_arguments, engine_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)
