@@ -43,6 +43,8 @@ import stat
 import urllib.parse
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from accounting.anchor import Anchor, AnchorFile, _identity, anchor_path, read_anchor
@@ -112,6 +114,15 @@ def _sqlite_failure(path: str, error: sqlite3.Error, after: int | None = None) -
         return JournalReadOnlyError(f"journal {path} is read-only ({message}): it cannot be charged")
     where = "" if after is None else f" after row {after} (rows 1..{after} read back intact)"
     return JournalCorruptError(f"journal {path} is damaged or not a dpglm journal{where}: SQLite says {message!r}")
+
+
+class _Transaction:
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self.new_events: list[Event] = []
+
+    def append(self, kind: str, account: str, payload: dict[str, Any]) -> int:
+        return self._journal.append(kind, account, payload)
 
 
 class Journal:
@@ -419,6 +430,13 @@ class Journal:
         assert self._anchor is not None
         self._anchor.write(Anchor(self.journal_id, seq, digest))
         return seq
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Transaction]:
+        """:meth:`accounting.store.JournalStore.transaction` (this ledger holds the file exclusively: no new rows)."""
+        if self._conn is None:
+            raise RuntimeError(f"journal {self.path} is closed")
+        yield _Transaction(self)
 
     def close(self) -> None:
         """Close the connection (releases the exclusive lock) and the files."""

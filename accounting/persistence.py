@@ -18,20 +18,21 @@ an unknown kind of event, raises :class:`~accounting.journal.JournalMismatchErro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import PartitionKey
 from accounting.costs import Cost, cost_from_dict, cost_to_dict
-from accounting.journal import Journal, JournalMismatchError
+from accounting.journal import JournalMismatchError
 from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
 from accounting.split import Plan
 
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
+    from accounting.store import Event, JournalStore
 
-__all__ = ["charge_payload", "read_split", "restore", "split_payload"]
+__all__ = ["charge_payload", "read_split", "replay", "restore", "split_payload"]
 
 
 def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def charge_payload(cost: Cost, charged: Cost, mechanism: str, relation: str, par
     return data
 
 
-def restore(ledger: Ledger, journal: Journal, budget: Cost, wanted: dict[str, Any]) -> None:
+def restore(ledger: Ledger, journal: JournalStore, budget: Cost, wanted: dict[str, Any]) -> None:
     """Replay every event of ``journal`` into the fresh ``ledger``; close the journal if anything fails."""
     try:
         meta = journal.read_meta()
@@ -79,11 +80,19 @@ def restore(ledger: Ledger, journal: Journal, budget: Cost, wanted: dict[str, An
                 f"journal {journal.path} was written for budget {cost_from_dict(meta['budget'])} "
                 f"({meta['relation']}), not {budget} ({ledger.relation}); refusing to start over"
             )
-        for seq, kind, path, payload in journal.events():
-            _replay(ledger, seq, kind, path, payload)
+        replay(ledger, journal.events())
     except BaseException:
         journal.close()
         raise
+
+
+def replay(ledger: Ledger, events: Sequence[Event]) -> None:
+    """Apply journalled rows (at open, or committed by other ledgers since) to ``ledger``'s accounts."""
+    for seq, kind, path, payload in events:
+        if seq != ledger._seq + 1:
+            raise JournalMismatchError(f"journal {ledger.journal_path}: row {seq} follows row {ledger._seq}; "
+                                       "the store skipped or repeated rows")
+        _replay(ledger, seq, kind, path, payload)
 
 
 def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, Any]) -> None:

@@ -1,0 +1,384 @@
+"""Accounts: named budgets in one currency, the nodes of a :class:`~accounting.ledger.Ledger`'s tree.
+
+The rules they enforce (exact arithmetic, filters, parallel composition,
+splits, relations, currencies) are listed in :mod:`accounting.ledger`; this
+module holds the per-account state and the charge and split paths. Every
+charge and split runs inside the ledger's journal transaction
+(:meth:`accounting.ledger.Ledger._transaction`, :mod:`accounting.store`): the
+rows other processes added are replayed first, then the budget is checked and
+the row appended; the in-memory spend changes only after the row committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, check_partition
+from accounting.costs import RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
+from accounting.journal import JournalMismatchError
+from accounting.persistence import charge_payload, split_payload
+from accounting.restate import Unpayable, restate
+from accounting.spend import (
+    ZERO,
+    Currency,
+    Vector,
+    add,
+    as_cost,
+    exhausted,
+    fits,
+    in_currency,
+    is_zero,
+    sub,
+    to_approx,
+    widest,
+)
+from accounting.split import Plan, check_curves, check_weights, describe_split, plan_split
+from accounting.uncopyable import Uncopyable
+from accounting.validation import check_text
+
+if TYPE_CHECKING:
+    from accounting.ledger import Ledger
+
+__all__ = ["Account"]
+
+
+@dataclass
+class _Usage:
+    """Spends of one mechanism (or one analysis reason) on one account."""
+
+    count: int = 0
+    total: Vector = ZERO
+
+
+@dataclass
+class _Split:
+    """One journalled split of an account; ``claimed`` once this ledger's ``split`` call has returned it."""
+
+    weights: dict[str, Fraction]
+    currencies: dict[str, Currency]
+    children: dict[str, Account]
+    claimed: bool = False
+
+
+class Account(Uncopyable):
+    """A named budget in one currency; made by :meth:`Ledger.split` or :meth:`Account.split`.
+
+    ``budget``, ``spent`` and ``remaining`` are costs in :attr:`currency`;
+    ``spent`` counts both charges (parallel composition across partition keys)
+    and the budgets allocated to child accounts. An account cannot be copied
+    or pickled (:mod:`accounting.uncopyable`).
+    """
+
+    _what = "ledger Account"
+
+    def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
+                 share: Vector) -> None:
+        self._ledger = ledger
+        self.path = path
+        self.name = path.rsplit("/", 1)[-1] if path else ""
+        self.currency: Currency = currency
+        self.parent = parent
+        self._budget = budget
+        self._share = share  # what the parent gave, in the parent's currency
+        self._sequential: Vector = ZERO  # partition=None charges (excluding allocations)
+        self._allocated: Vector = ZERO  # budgets handed to children
+        self._partitions: dict[PartitionKey, Vector] = {}
+        self._widest: Vector = ZERO  # component-wise max over self._partitions (sums only grow)
+        self._splits: list[_Split] = []  # journalled splits of this account, in seq order
+        self.children: dict[str, Account] = {}
+        self._usage: dict[tuple[bool, str], _Usage] = {}
+        self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
+
+    # ----- state -------------------------------------------------------------------------------
+    def _spent_vector(self, partition: PartitionKey = None, extra: Vector = ZERO) -> Vector:
+        """Σ(partition=None charges) + allocations + max over keys of Σ(charges with that key).
+
+        With ``extra``, the spend as it would be after charging ``extra`` under ``partition``.
+        """
+        sequential = add(self._sequential, self._allocated)
+        if partition is None:
+            return add(add(sequential, extra), self._widest)
+        grown = add(self._partitions.get(partition, ZERO), extra)
+        return add(sequential, widest(self._widest, grown))
+
+    @property
+    def budget(self) -> Cost:
+        """The account's total budget."""
+        return as_cost(self._budget, self.currency)
+
+    @property
+    def spent(self) -> Cost:
+        """Charges (sequential + max over partitions) plus child allocations."""
+        with self._ledger._fresh():
+            return as_cost(self._spent_vector(), self.currency)
+
+    @property
+    def remaining(self) -> Cost:
+        """``budget − spent``: the largest partition=None charge that still fits."""
+        with self._ledger._fresh():
+            return as_cost(sub(self._budget, self._spent_vector()), self.currency)
+
+    def remaining_in(self, partition: PartitionKey) -> Cost:
+        """The largest charge that still fits under ``partition``."""
+        partition = check_partition(partition)
+        with self._ledger._fresh():
+            if partition is None:
+                return self.remaining
+            # max(other keys, this key + x) <= budget - sequential  <=>  x <= budget - sequential - this key
+            # (the other keys already fit).
+            spent = add(add(self._sequential, self._allocated), self._partitions.get(partition, ZERO))
+            return as_cost(sub(self._budget, spent), self.currency)
+
+    @property
+    def relation(self) -> Relation:
+        """The neighbouring relation of the ledger's guarantee (charges are restated to it)."""
+        return self._ledger.relation
+
+    def __repr__(self) -> str:
+        return f"Account({self.path!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
+
+    # ----- charging ----------------------------------------------------------------------------
+    def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",
+               partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge a mechanism's cost; return the receipt, or raise :class:`BudgetExceeded`.
+
+        Parameters
+        ----------
+        cost : PureDP, ApproxDP or ZCDP
+            Converted to the account's currency where the math allows: pure →
+            zCDP (ε²/2), pure → approx (ε, 0); zCDP into a pure/approx account
+            and (ε, δ > 0) into a pure/zCDP account raise ``TypeError``.
+        mechanism : str
+            Name of the mechanism (shown in the report).
+        relation : {"replace_one", "add_remove"}
+            Neighbouring relation the cost is stated under.
+        partition : None, str or int
+            Parallel-composition key: charges under different keys must touch
+            disjoint users; the same key (and None) compose sequentially.
+        note : str
+            Free text kept in the journal.
+        """
+        check_text("mechanism", mechanism)
+        return self._charge(cost, mechanism, relation, partition, note, analysis=False)
+
+    def charge_analysis(self, cost: Cost, *, reason: str, relation: Relation = "replace_one",
+                        partition: PartitionKey = None) -> Receipt:
+        """Record a cost that a theorem, not noise, incurs (e.g. paper Lemma 6.1, switching times).
+
+        Same rules as :meth:`charge`; the report marks it as analysis-only with
+        its ``reason``.
+        """
+        check_text("reason", reason)
+        return self._charge(cost, "analysis", relation, partition, reason, analysis=True)
+
+    def charge_event(self, event: Any, *, mechanism: str, relation: Relation, delta: Number | None = None,
+                     partition: PartitionKey = None, note: str = "") -> Receipt:
+        """Charge a dp-accounting ``DpEvent``, costed in this account's currency by dp-accounting.
+
+        rdp: its RDP curve on the grid; gdp: μ² of unsubsampled Gaussian events
+        only; zcdp: Gaussian and ZCDp events; pure: Laplace events; approx: the
+        PLD ε of this one pre-declared composition at ``delta`` (required there,
+        refused elsewhere). ``relation`` is the relation the event's
+        sensitivities are stated for; in a ledger of the other relation the
+        event is restated soundly or refused (:mod:`accounting.events`). An
+        unsupported combination raises ``TypeError`` naming it. The event is
+        journalled and returned by :meth:`Ledger.to_dp_event`.
+        """
+        from accounting.events import charge_event
+
+        check_text("mechanism", mechanism)
+        return charge_event(self, event, mechanism=mechanism, relation=relation, delta=delta, partition=partition,
+                            note=note)
+
+    def _charge(self, cost: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
+                *, analysis: bool, event: Any = None, from_event: bool = False) -> Receipt:
+        check_cost(cost)
+        check_relation(relation)
+        partition = check_partition(partition)
+        check_text("note", note, required=False)
+        ledger = self._ledger
+        try:
+            restated = restate(cost, relation, ledger.relation)
+        except Unpayable as unpayable:
+            raise BudgetExceeded(self.path, cost, self.remaining_in(partition), str(unpayable)) from None
+        vector = in_currency(restated, self.currency, self.path)
+        charged = as_cost(vector, self.currency)
+        with ledger._lock:
+            with ledger._transaction() as transaction:  # others' rows are replayed before the check
+                spent_after = self._spent_vector(partition, vector)
+                if not fits(spent_after, self._budget):
+                    raise BudgetExceeded(self.path, charged, self.remaining_in(partition))
+                seq = ledger._append(transaction, "analysis" if analysis else "charge", self.path,
+                                     lambda: charge_payload(cost, charged, mechanism, relation, partition, note,
+                                                            event, from_event))
+            # committed durably: only now is the charge granted and counted here
+            ledger._seq = seq
+            self._apply(vector, partition, mechanism, note, analysis, (seq, charged, event, from_event))
+            return Receipt(seq, self.path, cost, charged, mechanism, relation, partition, note, analysis,
+                           as_cost(sub(self._budget, spent_after), self.currency))
+
+    def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool,
+               record: tuple[int, Cost, Any, bool]) -> None:
+        self._history.append(record)
+        if partition is None:
+            self._sequential = add(self._sequential, vector)
+        else:
+            grown = add(self._partitions.get(partition, ZERO), vector)
+            self._partitions[partition] = grown
+            self._widest = widest(self._widest, grown)
+        usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage())
+        usage.count += 1
+        usage.total = add(usage.total, vector)
+
+    # ----- splitting ---------------------------------------------------------------------------
+    def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
+              curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
+        """Divide the remaining budget into named child accounts, in proportion to ``weights``.
+
+        Parameters
+        ----------
+        weights : mapping name → positive real
+            Child names (non-empty, no ``/``) and their weights.
+        currency : mapping name → {"pure", "approx", "zcdp", "gdp"}, optional
+            Per-child currency; default is this account's currency. An approx
+            account funds approx, pure, zCDP and GDP children; a pure account pure
+            ones; a zCDP account zCDP ones; a GDP account GDP ones. A GDP child
+            of an (ε, δ) share gets the largest μ meeting it (certified), μ_max².
+            An approx account also funds RDP children (:mod:`accounting.rdp`).
+        curves : mapping name → RDP, optional
+            Budget curve of an RDP child of an (ε, δ) share, fixed now; it must
+            convert to at most the share (checked). Default: the Gaussian curve
+            αρ with the largest ρ whose conversion on the grid meets the share.
+
+        Returns
+        -------
+        dict[str, Account]
+            The children, in the order of ``weights``. With a journal, a split
+            already journalled on this account with the same names (at open, or
+            by another process) is returned instead of allocating again, if its
+            weights and currencies match; a conflicting one raises
+            :class:`~accounting.journal.JournalMismatchError`. The lookup and
+            the new row happen inside one journal transaction.
+        """
+        exact_weights, currencies = check_weights(weights, currency, self.currency)
+        exact_curves = check_curves(curves, currencies, self.currency)
+        ledger = self._ledger
+        with ledger._lock:
+            with ledger._transaction() as transaction:  # others' splits are replayed before the lookup
+                recorded = self._recorded_split(exact_weights, currencies)
+                if recorded is not None:
+                    return recorded
+                remaining = sub(self._budget, self._spent_vector())
+                if exhausted(remaining, self.currency):
+                    raise ValueError(f"account {self.path or '<root>'!r} has no budget left to split")
+                planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves)
+                seq = ledger._append(transaction, "split", self.path,
+                                     lambda: split_payload(exact_weights, currencies, planned))
+            ledger._seq = seq
+            children = self._apply_split(exact_weights, currencies, planned)
+            self._splits[-1].claimed = True
+            return dict(children)
+
+    def _recorded_split(self, weights: dict[str, Fraction],
+                        currencies: dict[str, Currency]) -> dict[str, Account] | None:
+        """The journalled split with these names, claimed by this call; None if the names are new.
+
+        A split is identified by (this account, names, weights, currencies). A
+        journalled split with the same names that this ledger has not returned
+        yet (replayed at open, or made by another process) is returned if its
+        weights and currencies match and refused with
+        :class:`~accounting.journal.JournalMismatchError` if not; names this
+        ledger already split off are a ``ValueError``.
+        """
+        names = set(weights)
+        for number, split in enumerate(self._splits, 1):
+            if not names & set(split.weights):
+                continue
+            if split.claimed:
+                clash = [name for name in weights if name in split.weights]
+                raise ValueError(f"weights: account {self.path or '<root>'!r} already has children {clash}")
+            if names != set(split.weights) or split.weights != weights or split.currencies != currencies:
+                raise JournalMismatchError(
+                    f"journal {self._ledger.journal_path}: split #{number} of account {self.path or '<root>'!r} "
+                    f"was {describe_split(split.weights, split.currencies)}, now {describe_split(weights, currencies)}"
+                )
+            split.claimed = True
+            return dict(split.children)
+        return None
+
+    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency],
+                     planned: Plan) -> dict[str, Account]:
+        children = {}
+        for name, (share, budget) in planned.items():
+            path = f"{self.path}/{name}" if self.path else name
+            child = Account(self._ledger, path, currencies[name], budget, self, share)
+            self.children[name] = child
+            self._ledger._accounts[path] = child
+            self._allocated = add(self._allocated, share)
+            children[name] = child
+        self._splits.append(_Split(weights, currencies, children))
+        return children
+
+    # ----- what was really used -----------------------------------------------------------------
+    def _used_vector(self) -> Vector:
+        """Charges plus what the children really used, converted to this currency."""
+        used = add(self._sequential, self._widest)
+        for child in self.children.values():
+            used = add(used, child._used_in_parent())
+        return used
+
+    def _used_in_parent(self) -> Vector:
+        used = self._used_vector()
+        parent = self.parent
+        assert parent is not None
+        if self.currency == parent.currency or self.currency == "pure":
+            return used
+        # zCDP (GDP) child of an approx account: CKS (exact tradeoff) conversion at the child's delta
+        # share, capped by the eps share (the budget was certified to meet it).
+        if is_zero(used):
+            return ZERO
+        eps = min(self._share[0], to_approx(used, self.currency, self._share[1]))
+        return (eps, self._share[1])
+
+    @property
+    def used(self) -> Cost:
+        """What charges on this account and its descendants really spent (allocations excluded)."""
+        with self._ledger._fresh():
+            return as_cost(self._used_vector(), self.currency)
+
+    def converted(self) -> ApproxDP | PureDP | None:
+        """(ε, δ) (or pure ε) of :attr:`used`, as this account's parent counts it.
+
+        A pure or approx account reports its own spend; a zCDP child of an
+        (ε, δ) account its CKS conversion at its δ share; a zCDP account with a
+        zCDP parent has no δ of its own and returns None.
+        """
+        with self._ledger._fresh():
+            if self.currency == "pure":
+                return PureDP(self._used_vector()[0])
+            if self.currency == "approx":
+                used = self._used_vector()
+                return ApproxDP(used[0], used[1])
+            if self.parent is None or self.parent.currency in ("zcdp", "gdp", "rdp"):
+                return None
+            eps, delta = self._used_in_parent()
+            return ApproxDP(eps, delta)
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Per mechanism (or analysis reason): count and total charged, in this currency."""
+        with self._ledger._fresh():
+            return [
+                {"analysis": analysis, "mechanism": "analysis" if analysis else label,
+                 "reason": label if analysis else None, "count": use.count,
+                 "total": as_cost(use.total, self.currency)}
+                for (analysis, label), use in self._usage.items()
+            ]
+
+    def walk(self) -> Iterator[Account]:
+        """This account and all descendants, depth first."""
+        yield self
+        for child in self.children.values():
+            yield from child.walk()
