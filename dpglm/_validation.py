@@ -98,4 +98,20 @@ def check_max_steps(max_steps: object, n_arms: int) -> int:
     A smaller budget (or −1) would be reported as the stopping time of a run that
     already made K pulls. Raises as :func:`check_int`.
     """
-    return check_int("max_steps", max_steps, n_arms, why=f"K = {n_arms} arms, each pulled once first")
+    return check_int("max_steps", max_steps, n_arms, 2**53,
+                     why=f"K = {n_arms} arms, each pulled once first; counts above 2^53 lose float precision")
+
+
+#: Largest run-state of a lockstep BAI simulation: n_runs × K cells (a few int64/float arrays and a ledger per run).
+MAX_RUN_CELLS = 10**7
+
+
+def check_n_runs(n_runs: object, n_arms: int) -> int:
+    """The number of lockstep runs of a best-arm identification simulation: an int in [1, 10^7 / K].
+
+    Every run holds (K,)-rows in about ten arrays and, if private, its own ledger, all
+    allocated up front; a larger request would exhaust memory (or spend minutes building
+    ledgers) before the first step. Split it into several calls. Raises as :func:`check_int`.
+    """
+    return check_int("n_runs", n_runs, 1, MAX_RUN_CELLS // n_arms,
+                     why=f"at most {MAX_RUN_CELLS:.0e} run x arm cells with K = {n_arms}; split larger batches")

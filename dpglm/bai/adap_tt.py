@@ -63,17 +63,21 @@ class EmpiricalStopping:
     """Heuristic (the AdaP-TT authors' experiment code, no guarantee): ½Δ̃²/(1/Ñ_ã + 1/Ñ_a) > emp_c.
 
     emp_c = log(1/δ) + log(1 + log Ñ_ã) + log(1 + log Ñ_a) + (1/Ñ_ã + 1/Ñ_a)·log(1/δ)²/ε².
+    Δ̃ = (μ̃_ã − μ̃_a)₊ (a GLR: 0 if a looks better); ``clip_gap=False`` squares μ̃_ã − μ̃_a
+    as it is, as the authors' ``check_stopping`` does, so an arm far *above* the
+    candidate counts as separated too.
     """
 
     provable = False
 
-    def __init__(self, n_arms: int, delta: float, epsilon: float) -> None:
-        self.delta, self.epsilon = delta, epsilon
+    def __init__(self, n_arms: int, delta: float, epsilon: float, *, clip_gap: bool = True) -> None:
+        self.delta, self.epsilon, self.clip_gap = delta, epsilon, clip_gap
 
     def __call__(self, m: np.ndarray, nt: np.ndarray, k: np.ndarray, lead: np.ndarray) -> np.ndarray:
         i = np.arange(lead.size)
         inv = 1.0 / nt[i, lead][:, None] + 1.0 / nt
-        glr = 0.5 * np.maximum(m[i, lead][:, None] - m, 0.0) ** 2 / inv
+        gap = m[i, lead][:, None] - m
+        glr = 0.5 * (np.maximum(gap, 0.0) if self.clip_gap else gap) ** 2 / inv
         log_d = np.log(1 / self.delta)
         c = log_d + np.log1p(np.log(nt[i, lead]))[:, None] + np.log1p(np.log(nt)) + inv * log_d**2 / self.epsilon**2
         return _others(glr > c, lead)
@@ -115,26 +119,49 @@ class AdaPTT(TopTwoEngine):
     Leader: the private UCB index μ̃_a + log t_c/(εÑ_a) + √(log t_c/(2Ñ_a)), t_c the
     samples behind completed episodes (the empirical best until every arm has one).
     Challenger: argmin_{a≠B} (μ̃_B − μ̃_a + κ(t))/√(1/N_B + 1/N_a), κ(t) = 1/(1 + √t),
-    true counts N. Recommendation and stopping use the empirical best ã. Stopping,
-    ``threshold=``: ``"provable"`` (default) :class:`UnionBoundStopping`; ``"thesis"``
-    the thesis' W^G against c^{G,ε} (eqs. 5.9, 5.11; :class:`ThesisStopping`);
-    ``"heuristic"`` :class:`EmpiricalStopping`. Deviation: the leader/challenger mix is
-    the engine's β-tracking rather than a β-coin (same allocation in the limit); κ(t)
-    takes the round t at the block start (the authors pass t_c, at most a factor 2 smaller).
+    true counts N. Recommendation: the empirical best ã. Stopping, ``threshold=``:
+    ``"provable"`` (default) :class:`UnionBoundStopping`; ``"thesis"`` the thesis' W^G
+    against c^{G,ε} (eqs. 5.9, 5.11; :class:`ThesisStopping`); ``"heuristic"``
+    :class:`EmpiricalStopping`.
+
+    ``candidate=`` the arm the stopping rule tests. ``"empirical-best"`` (default): ã,
+    a proper GLR. ``"ucb-leader"``: the private-UCB leader B as the authors' code tests it
+    (``check_stopping`` reads the leader computed at the last episode end), and with
+    ``"heuristic"`` the gap is squared unclipped, as there. The recommendation stays ã
+    (the authors return ``argmax`` of the private means). The provable rules stay
+    δ-correct with either candidate: they stop only if the candidate's lower bound
+    clears every other arm's upper bound (or its clipped cost is positive against every
+    arm), which makes it ã.
+
+    Deviations from the authors' code: the leader/challenger mix is the engine's
+    β-tracking rather than a β-coin (same allocation in the limit); κ(t) takes the round t
+    at the block start (the authors pass t_c, at most a factor 2 smaller); the means are
+    clipped to [0, 1] (theirs are not); τ counts every pull made, where the authors report
+    ``counts.sum()``, the pulls of completed episodes only (1.14–1.26× fewer on μ1; it is
+    :attr:`BAIResult.completed_pulls`).
     """
 
     forget = True
     THRESHOLDS = ("provable", "thesis", "heuristic")
+    CANDIDATES = ("empirical-best", "ucb-leader")
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, beta: float = 0.5,
-                 threshold: str = "provable", block_fraction: float = 1 / 32) -> None:
+                 threshold: str = "provable", block_fraction: float = 1 / 32,
+                 candidate: str = "empirical-best") -> None:
+        if candidate not in self.CANDIDATES:
+            raise ValueError(f"candidate must be one of {self.CANDIDATES}, got {candidate!r}")
+        self.candidate = candidate
         super().__init__(mu, epsilon, delta, beta=beta, eta=1.0, threshold=threshold, block_fraction=block_fraction)
         self.stopping = threshold
+
+    def _candidates(self, est: Any, rows: np.ndarray, runs: Any) -> np.ndarray:
+        """ã, or with ``candidate="ucb-leader"`` the UCB leader B set at the last refresh."""
+        return runs.leader[rows] if self.candidate == "ucb-leader" else runs.best[rows]
 
     def _build_threshold(self, name: str) -> Any:
         k = self.mu.size
         if name == "heuristic":
-            return EmpiricalStopping(k, self.delta, self.epsilon)
+            return EmpiricalStopping(k, self.delta, self.epsilon, clip_gap=self.candidate != "ucb-leader")
         if name == "thesis":
             return ThesisStopping(k, self.delta, self.epsilon, star=False)
         return UnionBoundStopping(k, self.delta, self.epsilon)

@@ -28,8 +28,8 @@ from numpy.typing import ArrayLike
 
 from accounting import Ledger, PureDP
 from accounting.costs import as_fraction
-from accounting.validation import check_generator, check_int, check_positive, check_probability
-from dpglm._validation import check_max_steps
+from accounting.validation import check_generator, check_positive, check_probability
+from dpglm._validation import check_max_steps, check_n_runs
 from dpglm.bai.top_two import BAIResult, check_mu
 from mechanisms import LaplaceMechanism
 
@@ -74,7 +74,7 @@ class DPSE:
     def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**10) -> BAIResult:
         """Simulate ``n_runs`` independent runs; pull counts are exact, sums Binomial."""
         check_generator(rng)
-        n_runs = check_int("n_runs", n_runs)
+        n_runs = check_n_runs(n_runs, self.mu.size)
         env_rng, noise_rng = rng.spawn(2)
         R, K = int(n_runs), self.mu.size
         max_steps = check_max_steps(max_steps, K)

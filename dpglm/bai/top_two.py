@@ -49,8 +49,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from accounting import Ledger
-from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
-from dpglm._validation import check_max_steps, real_array
+from accounting.validation import check_generator, check_positive, check_probability, check_real
+from dpglm._validation import check_max_steps, check_n_runs, real_array
 from dpglm.bai.block_engine import Block, exact_block, force_exploration, merged_ranks, private_block, tracking_pulls
 from dpglm.bai.divergences import _d_plus, _transport_cost
 from dpglm.bai.estimators import ExactEstimator, MeanEstimator, PrivateEstimator
@@ -72,6 +72,9 @@ class BAIResult:
     ``stopped[r]`` is False); ``recommendations[r]`` the recommended arm (for a
     cut Top Two run, the empirical best at the cut; −1 for a cut DP-SE run);
     ``ledgers`` the per-run privacy ledgers (empty for non-private runs).
+    ``completed_pulls[r]`` (Top Two engines; None otherwise) counts only the pulls behind
+    released batches at τ, the way the AdaP-TT authors' code reports τ (``counts.sum()``);
+    ``stopping_times`` counts every pull made.
     """
 
     stopping_times: np.ndarray
@@ -79,6 +82,7 @@ class BAIResult:
     stopped: np.ndarray
     best_arm: int
     ledgers: list[Ledger] = field(default_factory=list)
+    completed_pulls: np.ndarray | None = None
 
     @property
     def errors(self) -> int:
@@ -149,6 +153,7 @@ class _Runs:
     stopped: np.ndarray
     leader: np.ndarray  # sampling leader B
     best: np.ndarray  # empirical best ã: stopping and recommendation
+    completed: np.ndarray  # pulls behind released batches at τ
 
     @classmethod
     def start(cls, n_runs: int, n_arms: int, max_steps: int) -> _Runs:
@@ -157,7 +162,8 @@ class _Runs:
         return cls(np.ones((n_runs, n_arms), dtype=np.int64), zeros, zeros.copy(),
                    np.full(n_runs, n_arms, dtype=np.int64), np.full(n_runs, max_steps, dtype=np.int64),
                    np.full(n_runs, -1, dtype=np.int64), np.zeros(n_runs, dtype=bool),
-                   np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64))
+                   np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64),
+                   np.full(n_runs, max_steps, dtype=np.int64))
 
 
 class TopTwoEngine:
@@ -248,7 +254,7 @@ class TopTwoEngine:
     def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**8) -> BAIResult:
         """Simulate ``n_runs`` independent runs in lockstep (each with its own ledger)."""
         check_generator(rng)
-        n_runs = check_int("n_runs", n_runs)
+        n_runs = check_n_runs(n_runs, self.mu.size)
         env_rng, noise_rng, tie_rng = rng.spawn(3)
         n_arms = self.mu.size
         max_steps = check_max_steps(max_steps, n_arms)
@@ -273,7 +279,8 @@ class TopTwoEngine:
             cut = active[runs.t[active] >= max_steps]
             runs.recommendation[cut] = runs.best[cut]  # what the run would recommend if it stopped now
             active = np.setdiff1d(active, np.union1d(done, cut))
-        return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.mu)), est.ledgers)
+        return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.mu)), est.ledgers,
+                         runs.completed)
 
     def _sampling_keys(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Challenger keys and their (strictly positive) slopes in N_a; the leader's key is +inf."""
@@ -353,11 +360,16 @@ class TopTwoEngine:
         runs.best[rows] = np.argmax(np.where(top, 1.0 + tie_rng.random(m.shape), 0.0), axis=1)
         runs.leader[rows] = self._leaders(est, rows, runs.best)
 
+    def _candidates(self, est: MeanEstimator, rows: np.ndarray, runs: _Runs) -> np.ndarray:
+        """The arm the stopping rule tests: the empirical best ã (paper §4); AdaP-TT may test its UCB leader."""
+        return runs.best[rows]
+
     def _check(self, est: MeanEstimator, rows: np.ndarray, runs: _Runs) -> np.ndarray:
-        """Apply the stopping rule to ``rows`` (candidate ã = best); returns the rows still running."""
-        stop = self._should_stop(est, rows, runs.best[rows])
+        """Apply the stopping rule to ``rows``; the recommendation is ã. Returns the rows still running."""
+        stop = self._should_stop(est, rows, self._candidates(est, rows, runs))
         done = rows[stop]
         runs.tau[done] = runs.t[done]
+        runs.completed[done] = est.counts[done].sum(axis=1)
         runs.recommendation[done] = runs.best[done]
         runs.stopped[done] = True
         return rows[~stop]

@@ -34,7 +34,8 @@ INSTANCES = {
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
 }
 ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
-              "DP-SE (cumulative count)", "DP-TT (true-count challenger)")  # seeds come from the names, not the order
+              "DP-SE (cumulative count)", "DP-TT (true-count challenger)",
+              "AdaP-TT (UCB-leader candidate)")  # seeds come from the names, not the order
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 STOPPING = ("provable", "heuristic")
@@ -79,6 +80,8 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="true")
     if name == "AdaP-TT":
         return AdaPTT(mu, eps, DELTA, threshold=stopping)
+    if name == "AdaP-TT (UCB-leader candidate)":  # the stopping test of the authors' code (AdaPTT docstring)
+        return AdaPTT(mu, eps, DELTA, threshold=stopping, candidate="ucb-leader")
     if name == "AdaP-TT*":
         return AdaPTTStar(mu, eps, DELTA, threshold=stopping)
     if name == "DP-SE":
@@ -139,6 +142,8 @@ def run_point(instance: str, algorithm: str, eps: float, runs: int, seed: int | 
         "errors": err,
         "error_rate": err / runs, "error_cp95_low": lo, "error_cp95_high": hi,
         "ledger_eps_max": max(spent) if spent else float("nan"),
+        "mean_completed_pulls": (float(np.mean(res.completed_pulls)) if res.completed_pulls is not None
+                                 else float("nan")),  # the AdaP-TT authors' counting (counts.sum())
         "steps": int(tau.sum()), "seconds": seconds, "seed": _seed_label(seed),
         "ledger_example": res.ledgers[0].report() if res.ledgers else "",
     }

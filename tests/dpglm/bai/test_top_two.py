@@ -220,3 +220,36 @@ def test_the_large_epsilon_limit():
     assert np.median(dp.stopping_times) <= np.median(eb.stopping_times)
     for ledger in dp.ledgers[:3]:
         assert ledger.guarantee() == PureDP(215.0)
+
+
+def test_run_refuses_sizes_it_cannot_hold_in_one_line():
+    alg = DPTopTwo((0.7, 0.5, 0.45), 0.5, 0.1)
+    with pytest.raises(ValueError, match=r"^n_runs must be an int in \[1, 3333333\]"):
+        alg.run(10**12, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="^max_steps must be"):
+        alg.run(2, np.random.default_rng(0), max_steps=2**60)
+
+
+def test_adaptt_authors_candidate_tests_the_ucb_leader_with_an_unclipped_gap():
+    from dpglm.bai.adap_tt import EmpiricalStopping
+
+    # one row, candidate arm 1 below arm 0 by 0.3: the clipped GLR gives arm 0 a cost of 0,
+    # the authors' squared gap ½·0.09/(2/1000) = 22.5 > emp_c (hand: 4.61 + 2·log(1 + log 1000) + ...)
+    m, nt, k, lead = np.array([[0.9, 0.6, 0.1]]), np.full((1, 3), 1000.0), np.ones((1, 3)), np.array([1])
+    emp_c = np.log(100) + 2 * np.log1p(np.log(1000)) + 2 / 1000 * np.log(100) ** 2 / 1.0**2
+    assert emp_c < 0.5 * 0.09 / (2 / 1000)
+    assert not EmpiricalStopping(3, 0.01, 1.0)(m, nt, k, lead)[0]
+    assert EmpiricalStopping(3, 0.01, 1.0, clip_gap=False)(m, nt, k, lead)[0]
+    with pytest.raises(ValueError, match="^candidate must be one of"):
+        AdaPTT((0.7, 0.5), 1.0, 0.1, candidate="leader")
+
+
+def test_adaptt_completed_pulls_are_whole_episodes():
+    mu = (0.7, 0.5, 0.45)
+    res = AdaPTT(mu, 1.0, 0.1, threshold="heuristic", candidate="ucb-leader").run(40, np.random.default_rng(5))
+    assert np.all(res.stopped)
+    # doubling episodes: each arm's released count is a power of two, so their sum has at most K one-bits
+    # and sits below the pulls made (the episode in progress is not released)
+    assert all(bin(int(c)).count("1") <= len(mu) for c in res.completed_pulls)
+    assert np.all(res.completed_pulls <= res.stopping_times)
+    assert np.mean(res.completed_pulls) < np.mean(res.stopping_times)
