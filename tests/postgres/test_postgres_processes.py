@@ -1,0 +1,149 @@
+"""Many processes, each with its own connection, charging one PostgreSQL budget: kills and a server restart."""
+
+import collections
+import multiprocessing
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
+
+from accounting.postgres_journal import PostgresJournal  # noqa: E402
+
+
+def _charge_until_refused(url, name, count, receipts):
+    """A worker: its own store and connection; COUNT charges of one unit, each seq written once granted.
+
+    A lost connection refuses the charge and the worker tries again; it stops at the first budget refusal
+    and writes "refused N unavailable M" to RECEIPTS.done.
+    """
+    from accounting.postgres_journal import JournalUnavailableError
+
+    store = PostgresJournal(url)
+    budget = store.read_meta()["units"]
+    spent = sum(1 for _, kind, _, _ in store.events() if kind == "charge")
+    unavailable = refused = done = 0
+    with open(receipts, "a") as out:
+        while done < count:
+            try:
+                with store.transaction() as tx:
+                    spent += sum(1 for _, kind, _, _ in tx.new_events if kind == "charge")
+                    if spent + 1 > budget:
+                        refused += 1
+                        break
+                    seq = tx.append("charge", "", {"worker": name, "index": done})
+            except JournalUnavailableError:
+                unavailable += 1
+                continue
+            spent += 1
+            done += 1
+            out.write(f"{seq}\n")
+            out.flush()
+    with open(f"{receipts}.done", "w") as out:
+        out.write(f"refused {refused} unavailable {unavailable} reconnects {store.reconnects} "
+                  f"read_back_granted {store.read_backs[0]} read_back_refused {store.read_backs[1]}")
+
+
+def _start(url, name, count, receipts):
+    """Fork a worker (the test process has imported everything already: no start-up cost)."""
+    process = multiprocessing.get_context("fork").Process(target=_charge_until_refused,
+                                                          args=(url, name, count, str(receipts)))
+    process.start()
+    return process
+
+
+def _finish(process, receipts):
+    process.join(120)
+    assert not process.is_alive()
+    done = f"{receipts}.done"
+    return open(done).read() if os.path.exists(done) else ""
+
+
+def _rows(url):
+    store = PostgresJournal(url, read_only=True)
+    try:
+        return {seq: payload["worker"] for seq, kind, _, payload in store.events() if kind == "charge"}
+    finally:
+        store.close()
+
+
+def _receipts(path):
+    return [int(line) for line in open(path).read().split()] if os.path.exists(path) else []
+
+
+def _committed(sql, url):
+    name = url.split("journal=")[1]
+    found = sql("SELECT h.seq FROM dpglm_heads h JOIN dpglm_journals j USING (journal_id) WHERE j.name = %s", (name,))
+    return found[0][0] if found else 0
+
+
+def _check(url, workers, tmp_path, killed):
+    """Every receipt is its worker's row; at most one unreturned row per killed worker; shares per worker."""
+    rows = _rows(url)
+    extra = {}
+    for name in workers:
+        receipts = _receipts(tmp_path / f"{name}.txt")
+        assert all(rows.get(seq) == name for seq in receipts), f"{name}: a receipt is not its row in the journal"
+        extra[name] = sum(1 for owner in rows.values() if owner == name) - len(receipts)
+        assert 0 <= extra[name] <= (1 if name in killed else 0), (name, extra[name])
+    return rows, extra
+
+
+@pytest.mark.parametrize("budget, n_workers, n_killed, per_worker", [
+    (60, 4, 2, 40),
+    pytest.param(600, 8, 4, 150, marks=pytest.mark.slow),
+])
+def test_processes_killed_with_sigkill_never_overspend_and_every_receipt_is_journalled(
+        pg_url, tmp_path, sql, budget, n_workers, n_killed, per_worker):
+    workers = [f"w{i}" for i in range(n_workers)]  # n_workers * per_worker wanted, more than the budget
+    PostgresJournal(pg_url, create={"units": budget}).close()
+    rng = np.random.default_rng(21)
+    procs = {name: _start(pg_url, name, per_worker, tmp_path / f"{name}.txt") for name in workers}
+    killed = workers[:n_killed]
+    while _committed(sql, pg_url) < 2 * n_workers:  # everyone is connected and charging
+        time.sleep(0.01)
+    for name in killed:
+        time.sleep(float(rng.uniform(0.0, 0.002 * budget)))
+        procs[name].kill()
+    outputs = {name: _finish(proc, tmp_path / f"{name}.txt") for name, proc in procs.items()}
+    for name in killed:
+        assert procs[name].exitcode == -signal.SIGKILL
+    for name in set(workers) - set(killed):
+        assert procs[name].exitcode == 0
+        assert outputs[name].startswith("refused 1")  # it stopped because the budget was spent
+    rows, extra = _check(pg_url, workers, tmp_path, killed)
+    assert len(rows) == budget  # the survivors spent it all, and not a unit more
+    shares = collections.Counter(rows.values())
+    print(f"\nshares of {budget}: {dict(sorted(shares.items()))}; committed unreturned: {extra}")
+
+
+@pytest.mark.parametrize("budget, n_workers, per_worker, restarts", [
+    (90, 3, 40, 1),
+    pytest.param(600, 6, 150, 4, marks=pytest.mark.slow),
+])
+def test_a_server_restart_during_commits_grants_nothing_twice_and_loses_no_receipt(
+        pg_server, pg_url, tmp_path, sql, budget, n_workers, per_worker, restarts):
+    workers = [f"w{i}" for i in range(n_workers)]
+    PostgresJournal(pg_url, create={"units": budget}).close()
+    procs = {name: _start(pg_url, name, per_worker, tmp_path / f"{name}.txt") for name in workers}
+    at = []
+    for k in range(restarts):
+        while _committed(sql, pg_url) < (k + 1) * budget // (restarts + 3):
+            time.sleep(0.01)
+        pg_server.restart()  # pg_ctl restart -m fast: every connection cut, in-flight transactions rolled back
+        at.append(_committed(sql, pg_url))
+    outputs = {name: _finish(proc, tmp_path / f"{name}.txt") for name, proc in procs.items()}
+    for proc in procs.values():
+        assert proc.exitcode == 0
+    rows, extra = _check(pg_url, workers, tmp_path, killed=[])
+    assert at[-1] < budget  # the restarts happened while they were charging
+    assert len(rows) == budget
+    words = {name: outputs[name].split() for name in workers}
+    stats = {name: dict(zip(w[::2], map(int, w[1::2]), strict=True)) for name, w in words.items()}
+    shares = collections.Counter(rows.values())
+    print(f"\nrestarts after rows {at}; shares of {budget}: {dict(sorted(shares.items()))}; per worker: {stats}")
+    # every worker lost its connection at each restart and made a new one
+    assert all(stats[name]["reconnects"] >= restarts for name in workers)

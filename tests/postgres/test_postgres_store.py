@@ -1,0 +1,191 @@
+"""The PostgreSQL journal store (accounting.postgres_journal) on a real server: chain, anchors, refusals."""
+
+import os
+import subprocess
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
+
+from accounting.journal import JournalCorruptError, JournalReadOnlyError  # noqa: E402
+from accounting.postgres_journal import (  # noqa: E402
+    JournalNotDurableError,
+    JournalUnavailableError,
+    PostgresJournal,
+    parse_url,
+)
+
+HEADER = {"units": 5}
+
+
+def charge(store, n, **payload):
+    seqs = []
+    for i in range(n):
+        with store.transaction() as tx:
+            seqs.append(tx.append("charge", "", {"i": i, **payload}))
+    return seqs
+
+
+def test_rows_written_by_one_store_are_new_events_for_another_and_replayed_at_open(pg_url):
+    first = PostgresJournal(pg_url, create=HEADER)
+    second = PostgresJournal(pg_url, create={"units": 999})  # exists: its header is the journal's, not this one
+    assert second.read_meta() == HEADER and second.journal_id == first.journal_id
+    assert charge(first, 3) == [1, 2, 3]
+    with second.transaction() as tx:
+        assert [(seq, payload["i"]) for seq, _, _, payload in tx.new_events] == [(1, 0), (2, 1), (3, 2)]
+        assert tx.append("charge", "a", {"by": "second"}) == 4
+    with first.transaction() as tx:
+        assert tx.new_events == [(4, "charge", "a", {"by": "second"})]
+    reopened = PostgresJournal(pg_url, read_only=True)
+    assert [seq for seq, *_ in reopened.events()] == [1, 2, 3, 4]
+    with pytest.raises(JournalReadOnlyError, match="opened read-only"):
+        reopened.transaction().__enter__()
+    for store in (first, second, reopened):
+        store.close()
+
+
+def test_an_exception_in_the_block_rolls_back_and_appends_nothing(pg_url, sql):
+    store = PostgresJournal(pg_url, create=HEADER)
+    with pytest.raises(KeyError), store.transaction() as tx:
+        tx.append("charge", "", {"i": 0})
+        raise KeyError("budget check failed")
+    assert charge(store, 1) == [1]  # seq 1 again: the first one never committed
+    assert sql("SELECT count(*) FROM dpglm_rows WHERE journal_id = %s", (store.journal_id,)) == [(1,)]
+    store.close()
+
+
+def test_a_missing_journal_and_a_bad_url_are_one_line_errors(pg_url, pg_server):
+    with pytest.raises(FileNotFoundError, match=r"journal postgresql://dpglm@127\.0\.0\.1:\d+/postgres\?journal=t-"):
+        PostgresJournal(pg_url)
+    with pytest.raises(ValueError, match="journal must be a postgresql:// URL"):
+        PostgresJournal("mysql://u@h/db")
+    with pytest.raises(JournalUnavailableError, match="cannot connect"):
+        PostgresJournal(f"postgresql://dpglm@127.0.0.1:{pg_server.port}/no_such_database", create=HEADER)
+    conninfo, shown, name = parse_url("postgresql://me:secret@db.example:5433/budgets?journal=team-a&sslmode=require")
+    assert "secret" not in shown and "secret" in conninfo and "journal" not in conninfo
+    assert (shown, name) == ("postgresql://me@db.example:5433/budgets?journal=team-a&sslmode=require", "team-a")
+
+
+def test_a_damaged_row_is_refused_naming_it(pg_url, sql):
+    store = PostgresJournal(pg_url, create=HEADER)
+    charge(store, 3)
+    store.close()
+    sql("UPDATE dpglm_rows SET payload = '{\"i\": 9}' WHERE journal_id = %s AND seq = 2", (store.journal_id,))
+    with pytest.raises(JournalCorruptError, match=r"row 2 is damaged .* rows 1\.\.1 read back intact"):
+        PostgresJournal(pg_url)
+
+
+def test_an_edited_header_and_a_missing_row_are_refused(pg_url, sql):
+    store = PostgresJournal(pg_url, create=HEADER)
+    charge(store, 3)
+    store.close()
+    sql("DELETE FROM dpglm_rows WHERE journal_id = %s AND seq = 2", (store.journal_id,))
+    with pytest.raises(JournalCorruptError, match="row 2 is missing"):
+        PostgresJournal(pg_url)
+    sql("UPDATE dpglm_journals SET meta = '{\"units\":50}' WHERE journal_id = %s", (store.journal_id,))
+    with pytest.raises(JournalCorruptError, match="header .* is damaged"):
+        PostgresJournal(pg_url)
+
+
+def test_rows_lost_by_the_server_are_refused_by_this_hosts_anchor(pg_url, sql, tmp_path):
+    """A consistent older image (last rows gone, head moved back) passes the chain; the anchor refuses it."""
+    store = PostgresJournal(pg_url, create=HEADER)
+    charge(store, 4)
+    rows = sql("SELECT seq, hash FROM dpglm_rows WHERE journal_id = %s ORDER BY seq", (store.journal_id,))
+    sql("DELETE FROM dpglm_rows WHERE journal_id = %s AND seq > 2", (store.journal_id,))
+    sql("UPDATE dpglm_heads SET seq = 2, hash = %s WHERE journal_id = %s", (rows[1][1], store.journal_id))
+    # the open store notices the head moving back, without reading any anchor
+    with pytest.raises(JournalCorruptError, match="went back from row 4 to row 2"), store.transaction():
+        pass
+    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's anchor .* records row 4"):
+        PostgresJournal(pg_url)
+    # a host that never saw rows 3..4 cannot know: that is the limit of client-side anchors
+    other = PostgresJournal(pg_url, anchor_dir=str(tmp_path / "other-host"))
+    assert len(other.events()) == 2
+    # a write there diverges from this host's anchor at row 4 (other hashes): refused here too
+    charge(other, 3, by="other host")
+    with pytest.raises(JournalCorruptError, match="row 4 is not the row this host's anchor recorded"):
+        PostgresJournal(pg_url)
+
+
+def test_a_database_restored_from_before_the_journal_does_not_recreate_it(pg_server, anchors):
+    url = pg_server.schema("before_journal")
+    store = PostgresJournal(url, create=HEADER)
+    charge(store, 2)
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # the image from before: no dpglm tables at all
+        conn.execute("DROP TABLE dpglm_rows, dpglm_heads, dpglm_journals")
+    with pytest.raises(JournalCorruptError, match=r"missing from the database, but this host's anchor .* rows 1\.\.2"):
+        PostgresJournal(url, create=HEADER)
+    # another host, without that anchor, creates a new journal there; this host refuses it
+    other = PostgresJournal(url, create=HEADER, anchor_dir=str(anchors.parent / "other-host"))
+    other.close()
+    with pytest.raises(JournalCorruptError, match="the journal was replaced"):
+        PostgresJournal(url, create=HEADER)
+
+
+def test_restoring_a_pg_dump_taken_before_the_last_charges_does_not_regrant(pg_server, anchors, tmp_path):
+    url = pg_server.schema("dumped")
+    store = PostgresJournal(url, create=HEADER)
+    charge(store, 2)
+    dump = tmp_path / "journal.dump"
+    done = subprocess.run([os.path.join(pg_server.bin_dir, "pg_dump"), "-Fc", "-h", "127.0.0.1", "-p",
+                           str(pg_server.port), "-U", "dpglm", "-d", "postgres", "-n", "dumped", "-f", str(dump)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    charge(store, 3)  # spent after the backup
+    store.close()
+    subprocess.run([os.path.join(pg_server.bin_dir, "pg_restore"), "--clean", "-h", "127.0.0.1", "-p",
+                    str(pg_server.port), "-U", "dpglm", "-d", "postgres", str(dump)], check=True)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT seq FROM dpglm_heads").fetchall() == [(2,)]  # the image is consistent
+    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's anchor .* row 5: rows 3\.\.5"):
+        PostgresJournal(url)
+
+
+def test_a_server_that_may_lose_acknowledged_commits_is_refused(pg_server, anchors, sql):
+    lazy = pg_server.url + "?options=-csynchronous_commit%3Doff"  # what ALTER ROLE/DATABASE ... SET would do
+    with pytest.raises(JournalNotDurableError, match="synchronous_commit = off"):
+        PostgresJournal(lazy, create=HEADER)
+    sql("ALTER SYSTEM SET fsync = off")
+    sql("SELECT pg_reload_conf()")
+    try:
+        with pytest.raises(JournalNotDurableError, match="fsync = off"):
+            PostgresJournal(pg_server.url + "?journal=fsync", create=HEADER)
+    finally:
+        sql("ALTER SYSTEM RESET fsync")
+        sql("SELECT pg_reload_conf()")
+
+
+class _LostAnswer:
+    """A connection whose COMMIT answer is lost: the commit is made (or not), then the socket dies."""
+
+    def __init__(self, conn, commit):
+        self._conn, self._commit = conn, commit
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def execute(self, query, params=None):
+        if query == "COMMIT":
+            if self._commit:
+                self._conn.execute("COMMIT")
+            self._conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return self._conn.execute(query, params)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_lost_commit_answer_is_resolved_by_reading_the_charge_id_back(pg_url, sql, committed):
+    store = PostgresJournal(pg_url, create=HEADER)
+    charge(store, 1)
+    store._conn = _LostAnswer(store._conn, committed)
+    if committed:
+        assert charge(store, 1) == [2]
+    else:
+        with pytest.raises(JournalUnavailableError, match="lost during COMMIT .* not in the journal: charge refused"):
+            charge(store, 1)
+    count = sql("SELECT count(*) FROM dpglm_rows WHERE journal_id = %s", (store.journal_id,))[0][0]
+    assert count == (2 if committed else 1)
+    assert charge(store, 1) == [count + 1]  # the store goes on, on a new connection
+    store.close()
