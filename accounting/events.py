@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import dp_accounting
 from dp_accounting import dp_event
 
+from accounting import rdp
 from accounting.chargeable import PartitionKey, Receipt
 from accounting.costs import (
     GDP,
@@ -47,6 +48,7 @@ from accounting.costs import (
     as_fraction,
     check_relation,
 )
+from accounting.event_check import checked_event, gaussian_event, gaussian_mu_squared, gaussian_parts
 from accounting.validation import check_exact
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "planned_curve", "to_dp_event"]
 
 _UNSAMPLED = (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent, dp_event.ZCDpEvent, dp_event.NoOpDpEvent)
+_ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _PLD_INTERVAL = 1e-4  # value discretisation of the PLD accountant (its estimates stay pessimistic)
 
 
@@ -104,6 +107,7 @@ def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str,
                currency: str) -> tuple[dp_event.DpEvent, Any, dp_event.DpEvent | None]:
     """(event, accountant relation, pair form or None): see the module docstring."""
     add_remove = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    event = _trees_as_gaussians(event, relation, ledger_relation)
     if relation == ledger_relation == "add_remove":
         return event, add_remove, event
     if relation == "replace_one" and ledger_relation == "add_remove":
@@ -126,6 +130,53 @@ def _pair_form(event: dp_event.DpEvent, relation: str, ledger_relation: str,
                     "approx account (PLD under replace-one) or use an add_remove ledger")
 
 
+def _trees_as_gaussians(event: dp_event.DpEvent, relation: str, ledger_relation: str) -> dp_event.DpEvent:
+    """``event`` with each unsampled ``SingleEpochTreeAggregationDpEvent`` replaced by its Gaussian.
+
+    dp-accounting defines the tree event only under ``REPLACE_SPECIAL`` (a
+    record replaced by a special zero record), where it is the Gaussian with
+    μ² = ⌈log₂(T + 1)⌉/z² for the longest epoch of T steps (each record enters
+    that many nodes; Kairouz et al. 2021, App. D). Replacing one record by
+    another is two such steps (Δ' ≤ 2Δ in every node), so in a replace-one
+    ledger the tree is charged as the Gaussian with z/2, μ² = 4⌈log₂(T + 1)⌉/z²,
+    whatever ``relation`` says (with ``"add_remove"`` the doubling is done by
+    the add/remove restatement). An add/remove ledger refuses it: a special
+    replacement says nothing about adding a record (it shifts the stream).
+    """
+    if not _has_tree(event):
+        return event
+    if ledger_relation == "add_remove":
+        raise ValueError("SingleEpochTreeAggregationDpEvent is stated under REPLACE_SPECIAL (dp-accounting), which "
+                         "implies no add/remove guarantee: charge it in a replace_one ledger (as the Gaussian tree "
+                         "with doubled sensitivity)")
+    factor = 4 if relation == "replace_one" else 1
+
+    def swap(node: dp_event.DpEvent) -> dp_event.DpEvent:
+        if isinstance(node, dp_event.SingleEpochTreeAggregationDpEvent):
+            counts = node.step_counts if isinstance(node.step_counts, list) else [node.step_counts]
+            depth = max(counts).bit_length()  # ⌈log₂(T + 1)⌉, exactly
+            return gaussian_event(factor * depth * gaussian_mu_squared(node.noise_multiplier))
+        if isinstance(node, dp_event.ComposedDpEvent):
+            return dp_event.ComposedDpEvent([swap(e) for e in node.events])
+        if isinstance(node, dp_event.SelfComposedDpEvent):
+            return dp_event.SelfComposedDpEvent(swap(node.event), node.count)
+        if _has_tree(node):
+            raise TypeError("a sampled SingleEpochTreeAggregationDpEvent is not costed (dp-accounting defines the "
+                            "tree only unsampled)")
+        return node
+
+    return checked_event(swap(event))
+
+
+def _has_tree(event: dp_event.DpEvent) -> bool:
+    if isinstance(event, dp_event.SingleEpochTreeAggregationDpEvent):
+        return True
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(_has_tree(e) for e in event.events)
+    inner = getattr(event, "event", None)
+    return isinstance(inner, dp_event.DpEvent) and _has_tree(inner)
+
+
 def _gaussian_mu_squared(event: dp_event.DpEvent, currency: str) -> Fraction:
     """Σ count/z² over the Gaussian leaves of an unsampled event (exact in the binary z)."""
     total = Fraction(0)
@@ -134,10 +185,7 @@ def _gaussian_mu_squared(event: dp_event.DpEvent, currency: str) -> Fraction:
             continue
         if not isinstance(leaf, dp_event.GaussianDpEvent):
             raise TypeError(f"a {currency} account takes only unsubsampled Gaussian events, got {type(leaf).__name__}")
-        z = Fraction(float(leaf.noise_multiplier))
-        if z <= 0:
-            raise TypeError(f"a {currency} account cannot take GaussianDpEvent({float(z)}) (no noise)")
-        total += count / (z * z)
+        total += count * gaussian_mu_squared(leaf.noise_multiplier)  # z > 0: checked_event
     return total
 
 
@@ -154,16 +202,21 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
     zcdp: Σ 1/(2z²) and ZCDp ρ; pure: Σ 1/b of Laplace events; approx: the ε at
     ``delta`` of dp-accounting's PLD of this one composition (rounded up).
     """
-    if not isinstance(event, dp_event.DpEvent):
-        raise TypeError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}")
+    event = checked_event(event)
     check_relation(relation)
     if (delta is None) != (currency != "approx"):
         raise TypeError("delta is required for an approx account and refused elsewhere"
                         f" (account currency {currency!r}, delta={delta})")
     costed, neighbours, pair = _pair_form(event, relation, ledger_relation, currency)
     if delta is not None:  # an approx account (checked above)
+        mu_squared = gaussian_parts(costed) if neighbours is _ADD_REMOVE else None
+        if mu_squared is not None:
+            return _gaussian_approx_cost(mu_squared, delta), pair
         return _pld_cost(event, costed, neighbours, delta), pair
     if currency == "rdp":
+        mu_squared = gaussian_parts(costed) if neighbours is _ADD_REMOVE else None
+        if mu_squared is not None:  # the Gaussian pair at distance μ: αμ²/2 at every order, exactly
+            return RDP(rdp.gaussian_curve(mu_squared / 2)), pair
         return _rdp_cost(event, costed, neighbours), pair
     if currency == "gdp":
         return GDP.from_mu_squared(_gaussian_mu_squared(costed, currency)), pair
@@ -198,10 +251,58 @@ def _rdp_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any
     return RDP.from_floats_up(curve)
 
 
+#: Largest μ² of an unsampled Gaussian composition costed in (ε, δ) (ε > 5·10⁷ beyond it at any δ < 1/2).
+MAX_GAUSSIAN_MU_SQUARED = Fraction(10**8)
+#: Largest RDP ε (at the account's δ) of an event whose PLD is built: its PLD spans about ε/10⁻⁴ points.
+MAX_PLD_EPSILON = 100.0
+
+
+def _gaussian_approx_cost(mu_squared: Fraction, delta: Fraction) -> ApproxDP:
+    """(ε, δ) of the Gaussian pair at distance μ, exactly (δ_μ(ε) of Dong, Roth & Su 2022, Cor. 2.13; certified).
+
+    An unsampled Gaussian composition is one Gaussian (:mod:`accounting.event_check`), whose PLD dp-accounting
+    would only discretise: the closed form is exact and takes no memory whatever μ is.
+    """
+    from accounting.gdp import gdp_to_approx_certified
+
+    if mu_squared > MAX_GAUSSIAN_MU_SQUARED:
+        raise ValueError(f"the event is a Gaussian with mu^2 = {float(mu_squared):.4g} > "
+                         f"{float(MAX_GAUSSIAN_MU_SQUARED):.0e} (eps > {float(MAX_GAUSSIAN_MU_SQUARED) / 2:.0e}): "
+                         "refused without costing it")
+    return ApproxDP(gdp_to_approx_certified(mu_squared, delta) if mu_squared else Fraction(0), delta)
+
+
+def _check_pld_work(costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> None:
+    """Refuse (``ValueError``) an event whose PLD would be too large to build (see :data:`MAX_PLD_EPSILON`).
+
+    The PLD's size is about its ε range over the discretisation interval; the RDP ε of the add/remove event
+    (cheap: one curve, whatever the counts) estimates it, doubled for replace-one. Only the work is estimated
+    here; the charge is the PLD's ε.
+    """
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant([float(o) for o in ORDERS])
+    if not accountant.supports(costed):
+        total = sum(count for _, count in _leaves(costed))
+        if total > 10**6:
+            raise ValueError(f"the event composes {total} mechanisms and has no RDP estimate of its PLD's size: "
+                             "refused without costing it (bound 10^6)")
+        return
+    accountant.compose(costed)
+    estimate = float(accountant.get_epsilon(float(delta)))
+    if neighbours is dp_accounting.NeighboringRelation.REPLACE_ONE:
+        estimate *= 2
+    if not estimate <= MAX_PLD_EPSILON:
+        raise ValueError(f"the event's RDP epsilon at delta={float(delta):.3g} is {estimate:.4g} > "
+                         f"{MAX_PLD_EPSILON:g}: its PLD would span ~{estimate / _PLD_INTERVAL:.2g} points; "
+                         "refused without costing it")
+
+
 def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> ApproxDP:
     """The ε at ``delta`` of dp-accounting's PLD of ``costed`` (rounded up), as an (ε, δ) cost."""
     from dp_accounting.pld import pld_privacy_accountant
 
+    _check_pld_work(costed, neighbours, delta)
     accountant = pld_privacy_accountant.PLDAccountant(neighbours, value_discretization_interval=_PLD_INTERVAL)
     if not accountant.supports(costed):
         raise TypeError(f"dp-accounting's PLDAccountant does not support {costed}")
@@ -222,8 +323,7 @@ def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relati
     """
     from accounting.rdp import scaled_to_share
 
-    if not isinstance(event, dp_event.DpEvent):
-        raise TypeError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}")
+    event = checked_event(event)
     check_relation(relation)
     costed, neighbours, _ = _pair_form(event, relation, ledger_relation, "rdp")
     curve = _rdp_cost(event, costed, neighbours)
@@ -250,10 +350,7 @@ def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | 
     if isinstance(charged, GDP):
         if charged.mu_squared == 0:
             return dp_event.NoOpDpEvent()
-        z = 1 / math.sqrt(charged.mu_squared)
-        while Fraction(z) ** 2 * charged.mu_squared > 1:  # z ≤ 1/μ: never less privacy loss
-            z = math.nextafter(z, 0.0)
-        return dp_event.GaussianDpEvent(z)
+        return gaussian_event(charged.mu_squared)  # z ≤ 1/μ: never less privacy loss
     if isinstance(charged, ZCDP) and charged.delta == 0:
         rho = float(charged.rho)
         if Fraction(rho) < charged.rho:
