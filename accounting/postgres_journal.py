@@ -41,7 +41,6 @@ import psycopg
 from accounting.anchor import Anchor
 from accounting.journal import (
     FORMAT,
-    Event,
     JournalCorruptError,
     JournalReadOnlyError,
     _canonical,
@@ -49,6 +48,7 @@ from accounting.journal import (
     _row_hash,
 )
 from accounting.pg_anchor import ClientAnchors, default_anchor_dir
+from accounting.store import Event
 
 __all__ = ["JournalNotDurableError", "JournalUnavailableError", "PostgresJournal", "PostgresTransaction"]
 
@@ -116,6 +116,9 @@ class PostgresTransaction:
 
     def append(self, kind: str, account: str, payload: dict[str, Any]) -> int:
         """Insert one chained row (committed at the end of the block) and return its seq."""
+        if self._store.read_only:
+            raise JournalReadOnlyError(f"journal {self._store.path} was opened read-only: it can be shown, "
+                                       "not charged")
         text = json.dumps(payload)
         seq = self._seq + 1
         digest = _row_hash(self._hash, seq, kind, account, text)
@@ -359,10 +362,10 @@ class PostgresJournal:
         """Lock the head row, read what others committed, let the caller append; COMMIT on a clean exit.
 
         On an exception in the block the transaction rolls back and the
-        exception propagates: nothing is appended.
+        exception propagates: nothing is appended. A read-only store takes no
+        lock (a read-only transaction) and its ``append`` raises
+        :class:`~accounting.journal.JournalReadOnlyError`.
         """
-        if self.read_only:
-            raise JournalReadOnlyError(f"journal {self.path} was opened read-only: it can be shown, not charged")
         if self._closed:
             raise RuntimeError(f"journal {self.path} is closed")
         conn, new_events = self._begin()
@@ -382,9 +385,9 @@ class PostgresJournal:
             if conn is None or conn.closed or conn.broken:
                 conn = self._reconnect(deadline)
             try:
-                self._execute(conn, "BEGIN")
-                head = self._execute(conn, "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s FOR UPDATE",
-                                     (self.journal_id,))
+                self._execute(conn, "BEGIN READ ONLY" if self.read_only else "BEGIN")
+                head = self._execute(conn, "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s"
+                                     + ("" if self.read_only else " FOR UPDATE"), (self.journal_id,))
                 rows = self._execute(conn, _ROWS, (self.journal_id, self._last_seq))
             except JournalUnavailableError:
                 if time.monotonic() < deadline and (conn.closed or conn.broken):
@@ -430,9 +433,11 @@ class PostgresJournal:
                 self._rollback(conn)
                 raise self._failure(conn, error) from None
             self._read_back(seq, digest, charge_id, _first_line(error))
+        # the rows become this store's only once anchored: if the anchor write fails, the caller is refused and
+        # the committed rows come back in a later ``new_events`` (counted, never granted)
+        self.anchors.advance(Anchor(self.journal_id, seq, digest))
         self._hashes.extend(row_hash for _, row_hash, _ in tx.pending)
         self._last_seq, self._last_hash = seq, digest
-        self.anchors.advance(Anchor(self.journal_id, seq, digest))
 
     def _read_back(self, seq: int, digest: str, charge_id: uuid.UUID, why: str) -> None:
         """After a lost COMMIT answer: return if the row committed, raise (charge refused) if not or unknown."""

@@ -15,33 +15,31 @@ from accounting.postgres_journal import PostgresJournal  # noqa: E402
 
 
 def _charge_until_refused(url, name, count, receipts):
-    """A worker: its own store and connection; COUNT charges of one unit, each seq written once granted.
+    """A worker: its own Ledger (its own connection) charging ``PureDP(1)`` up to COUNT times.
 
-    A lost connection refuses the charge and the worker tries again; it stops at the first budget refusal
-    and writes "refused N unavailable M" to RECEIPTS.done.
+    Each granted charge's seq is written to RECEIPTS once its receipt is returned. A charge refused for a
+    lost connection is tried again; the worker stops at the first ``BudgetExceeded`` and writes its
+    counts to RECEIPTS.done.
     """
+    from accounting import BudgetExceeded, Ledger, PureDP
     from accounting.postgres_journal import JournalUnavailableError
 
-    store = PostgresJournal(url)
-    budget = store.read_meta()["units"]
-    spent = sum(1 for _, kind, _, _ in store.events() if kind == "charge")
+    ledger = Ledger.from_journal(url)
     unavailable = refused = done = 0
     with open(receipts, "a") as out:
         while done < count:
             try:
-                with store.transaction() as tx:
-                    spent += sum(1 for _, kind, _, _ in tx.new_events if kind == "charge")
-                    if spent + 1 > budget:
-                        refused += 1
-                        break
-                    seq = tx.append("charge", "", {"worker": name, "index": done})
+                receipt = ledger.charge(PureDP(1), mechanism="test", note=name)
             except JournalUnavailableError:
                 unavailable += 1
                 continue
-            spent += 1
+            except BudgetExceeded:
+                refused += 1
+                break
             done += 1
-            out.write(f"{seq}\n")
+            out.write(f"{receipt.seq}\n")
             out.flush()
+    store = ledger._journal
     with open(f"{receipts}.done", "w") as out:
         out.write(f"refused {refused} unavailable {unavailable} reconnects {store.reconnects} "
                   f"read_back_granted {store.read_backs[0]} read_back_refused {store.read_backs[1]}")
@@ -65,9 +63,15 @@ def _finish(process, receipts):
 def _rows(url):
     store = PostgresJournal(url, read_only=True)
     try:
-        return {seq: payload["worker"] for seq, kind, _, payload in store.events() if kind == "charge"}
+        return {seq: payload["note"] for seq, kind, _, payload in store.events() if kind == "charge"}
     finally:
         store.close()
+
+
+def _create(url, budget):
+    from accounting import Ledger, PureDP
+
+    Ledger(PureDP(budget), journal=url).close()
 
 
 def _receipts(path):
@@ -99,7 +103,7 @@ def _check(url, workers, tmp_path, killed):
 def test_processes_killed_with_sigkill_never_overspend_and_every_receipt_is_journalled(
         pg_url, tmp_path, sql, budget, n_workers, n_killed, per_worker):
     workers = [f"w{i}" for i in range(n_workers)]  # n_workers * per_worker wanted, more than the budget
-    PostgresJournal(pg_url, create={"units": budget}).close()
+    _create(pg_url, budget)
     rng = np.random.default_rng(21)
     procs = {name: _start(pg_url, name, per_worker, tmp_path / f"{name}.txt") for name in workers}
     killed = workers[:n_killed]
@@ -127,7 +131,7 @@ def test_processes_killed_with_sigkill_never_overspend_and_every_receipt_is_jour
 def test_a_server_restart_during_commits_grants_nothing_twice_and_loses_no_receipt(
         pg_server, pg_url, tmp_path, sql, budget, n_workers, per_worker, restarts):
     workers = [f"w{i}" for i in range(n_workers)]
-    PostgresJournal(pg_url, create={"units": budget}).close()
+    _create(pg_url, budget)
     procs = {name: _start(pg_url, name, per_worker, tmp_path / f"{name}.txt") for name in workers}
     at = []
     for k in range(restarts):

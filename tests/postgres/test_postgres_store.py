@@ -38,8 +38,11 @@ def test_rows_written_by_one_store_are_new_events_for_another_and_replayed_at_op
         assert tx.new_events == [(4, "charge", "a", {"by": "second"})]
     reopened = PostgresJournal(pg_url, read_only=True)
     assert [seq for seq, *_ in reopened.events()] == [1, 2, 3, 4]
-    with pytest.raises(JournalReadOnlyError, match="opened read-only"):
-        reopened.transaction().__enter__()
+    charge(second, 1)
+    with reopened.transaction() as tx:  # a read-only store sees new rows, and cannot append
+        assert [seq for seq, *_ in tx.new_events] == [5]
+        with pytest.raises(JournalReadOnlyError, match="opened read-only"):
+            tx.append("charge", "", {})
     for store in (first, second, reopened):
         store.close()
 
@@ -188,4 +191,21 @@ def test_a_lost_commit_answer_is_resolved_by_reading_the_charge_id_back(pg_url, 
     count = sql("SELECT count(*) FROM dpglm_rows WHERE journal_id = %s", (store.journal_id,))[0][0]
     assert count == (2 if committed else 1)
     assert charge(store, 1) == [count + 1]  # the store goes on, on a new connection
+    store.close()
+
+
+def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_url, monkeypatch):
+    """The store contract (accounting/store.py): a row committed but not acknowledged is counted later."""
+    store = PostgresJournal(pg_url, create=HEADER)
+
+    def full(anchor):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store.anchors, "advance", full)
+        with pytest.raises(OSError, match="No space"), store.transaction() as tx:
+            tx.append("charge", "", {"i": 0})
+    with store.transaction() as tx:
+        assert tx.new_events == [(1, "charge", "", {"i": 0})]
+        assert tx.append("charge", "", {"i": 1}) == 2
     store.close()
