@@ -209,3 +209,25 @@ def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_
         assert tx.new_events == [(1, "charge", "", {"i": 0})]
         assert tx.append("charge", "", {"i": 1}) == 2
     store.close()
+
+
+def test_a_role_that_may_only_read_is_refused_as_read_only(pg_url, sql):
+    store = PostgresJournal(pg_url, create=HEADER)
+    charge(store, 1)
+    sql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reader') THEN "
+        "CREATE ROLE reader LOGIN; END IF; END $$")
+    sql("GRANT SELECT ON dpglm_journals, dpglm_heads, dpglm_rows TO reader")
+    reader = PostgresJournal(pg_url.replace("dpglm@", "reader@"))
+    assert [seq for seq, *_ in reader.events()] == [1]
+    with pytest.raises(JournalReadOnlyError, match="cannot be written by this role .*permission denied"):
+        charge(reader, 1)
+    reader.close()
+    store.close()
+
+
+def test_a_full_server_disk_is_reported_as_such(pg_url):
+    store = PostgresJournal(pg_url, create=HEADER)
+    full = psycopg.errors.DiskFull('could not extend file "base/5/16390": No space left on device')
+    error = store._failure(store._conn, full)  # what the server answers when its disk is full (SQLSTATE 53100)
+    assert "disk is full" in str(error) and "charge refused" in str(error)
+    store.close()
