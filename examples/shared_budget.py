@@ -62,9 +62,11 @@ def main(url: str | None = None, tasks: int = 4, rho: str = "1", cost: str = "0.
     from dask.distributed import Client, LocalCluster
 
     from accounting import ZCDP, Ledger
+    from accounting.postgres_journal import parse_url
 
     server = None
     anchors = None
+    saved = os.environ.get("DPGLM_ANCHOR_DIR")
     if url is None:
         from accounting._pgserver import TemporaryServer
 
@@ -84,13 +86,17 @@ def main(url: str | None = None, tasks: int = 4, rho: str = "1", cost: str = "0.
         shown = Ledger.from_journal(url, read_only=True)
         spent = str(shown.root.spent.rho)
         shown.close()
-        return {"url": url.split("?")[0] if server else url, "budget_rho": rho, "cost_rho": cost, "spent_rho": spent,
+        return {"url": parse_url(url)[1], "budget_rho": rho, "cost_rho": cost, "spent_rho": spent,
                 "runs": runs}
     finally:
         if server is not None:
             server.stop()
         if anchors is not None:
             anchors.cleanup()
+            if saved is None:
+                del os.environ["DPGLM_ANCHOR_DIR"]
+            else:
+                os.environ["DPGLM_ANCHOR_DIR"] = saved
 
 
 if __name__ == "__main__":
