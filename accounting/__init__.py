@@ -18,9 +18,12 @@ from accounting.journal import (
     JournalAnchorWarning,
     JournalBusyError,
     JournalCorruptError,
+    JournalDiskFullError,
     JournalMismatchError,
+    JournalPathError,
     JournalReadOnlyError,
     JournalReplacedError,
+    NetworkFilesystemError,
 )
 from accounting.ledger import Account, BudgetExceeded, Ledger, Receipt
 from accounting.spend import CURRENCIES, Currency
@@ -42,10 +45,13 @@ __all__ = [
     "JournalAnchorWarning",
     "JournalBusyError",
     "JournalCorruptError",
+    "JournalDiskFullError",
     "JournalMismatchError",
+    "JournalPathError",
     "JournalReadOnlyError",
     "JournalReplacedError",
     "Ledger",
+    "NetworkFilesystemError",
     "Number",
     "PartitionKey",
     "PureDP",

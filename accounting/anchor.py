@@ -29,7 +29,11 @@ _MAGIC = "dpglm-anchor-1"
 
 
 def anchor_path(journal_path: str) -> str:
-    """Where the anchor of ``journal_path`` lives: ``journal_path + ".anchor"``."""
+    """Where the anchor of ``journal_path`` lives: ``journal_path + ".anchor"``.
+
+    The journal passes its *real* path (symlinks resolved), so every path that
+    reaches one journal file finds the one anchor (docs/threat-model.md).
+    """
     return journal_path + ".anchor"
 
 
@@ -69,6 +73,10 @@ def read_anchor(path: str) -> Anchor | None:
             data = handle.read(2 * _SLOT)
     except FileNotFoundError:
         return None
+    return _best(path, data)
+
+
+def _best(path: str, data: bytes) -> Anchor:
     slots = [_decode(data[i * _SLOT:(i + 1) * _SLOT]) for i in range(2)]
     valid = [slot for slot in slots if slot is not None]
     if not valid:
@@ -85,8 +93,13 @@ class AnchorFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.identity = _identity(os.fstat(self._fd))
+
+    def read(self) -> Anchor | None:
+        """The anchor as the file holds it now (None if empty); ``ValueError`` if no slot is valid."""
+        data = os.pread(self._fd, 2 * _SLOT, 0)
+        return _best(self.path, data) if data else None
 
     def write(self, anchor: Anchor) -> None:
         """Record ``anchor`` in slot ``seq % 2`` and fsync before returning."""

@@ -27,7 +27,6 @@ from accounting import (
     ApproxDP,
     BudgetExceeded,
     JournalAnchorWarning,
-    JournalBusyError,
     JournalCorruptError,
     JournalMismatchError,
     JournalReadOnlyError,
@@ -47,21 +46,24 @@ def sha256(value: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_rows_are_chained_in_a_rollback_journal_file(tmp_path):
+def test_rows_are_chained_in_a_wal_journal_file(tmp_path):
     path = tmp_path / "ledger.db"
     with Ledger(PureDP(1), journal=path) as ledger:
         ledger.charge(PureDP(0.25), mechanism="Laplace", partition="a", note="x")
         ledger.charge(PureDP(0.25), mechanism="Laplace")
         with pytest.raises(BudgetExceeded):
             ledger.charge(PureDP(0.8), mechanism="Laplace")
-        assert not (tmp_path / "ledger.db-wal").exists()
-        assert path.read_bytes()[18:20] == b"\x01\x01"  # SQLite file format 1: rollback journal, not WAL (2)
+        assert (tmp_path / "ledger.db-wal").exists()  # the rows live in -wal until a checkpoint
+    assert not (tmp_path / "ledger.db-wal").exists()  # the last close checkpointed them into the .db
+    assert path.read_bytes()[18:20] == b"\x02\x02"  # SQLite file format 2: WAL
     conn = sqlite3.connect(path)
-    (fmt, journal_id, meta, digest), = conn.execute("SELECT format, journal_id, meta, hash FROM header").fetchall()
+    (fmt, journal_id, meta, origin, digest), = conn.execute(
+        "SELECT format, journal_id, meta, origin, hash FROM header").fetchall()
     rows = conn.execute("SELECT seq, kind, account, payload, prev, hash FROM events ORDER BY seq").fetchall()
     conn.close()
+    assert fmt == "dpglm-ledger-journal-3" and origin == os.path.realpath(path)
     assert json.loads(meta) == {"budget": {"type": "pure", "eps": "1"}, "relation": "replace_one"}
-    assert digest == sha256([fmt, journal_id, meta]) and len(journal_id) == 32
+    assert digest == sha256([fmt, journal_id, meta, origin]) and len(journal_id) == 32
     assert [row[:3] for row in rows] == [(1, "charge", ""), (2, "charge", "")]  # the refused charge left no row
     previous = digest
     for seq, kind, account, payload, prev, row_hash in rows:
@@ -116,7 +118,7 @@ def test_a_journal_for_another_split_is_refused(tmp_path):
         ledger.split(PAPER_WEIGHTS)  # same weights, other currencies
 
 
-def test_not_a_journal_and_a_busy_journal(tmp_path):
+def test_not_a_journal(tmp_path):
     foreign = tmp_path / "foreign.db"
     conn = sqlite3.connect(foreign)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")  # the unchained format 1
@@ -131,9 +133,6 @@ def test_not_a_journal_and_a_busy_journal(tmp_path):
     conn.close()
     with pytest.raises(JournalMismatchError, match="not a dpglm journal .an SQLite file without its header"):
         Ledger(PureDP(1), journal=foreign)  # on the WAL journal: reopened as a fresh budget
-    path = tmp_path / "ledger.db"
-    with Ledger(PureDP(1), journal=path), pytest.raises(JournalBusyError, match="held by another"):
-        Ledger(PureDP(1), journal=path)
     with pytest.raises(FileNotFoundError):
         Ledger.from_journal(tmp_path / "missing.db")
     with pytest.raises(TypeError, match="journal"):
@@ -246,15 +245,20 @@ def test_the_anchor_of_another_journal_or_of_a_diverged_copy_is_refused(tmp_path
     shutil.copy(second + ".anchor", first + ".anchor")
     with pytest.raises(JournalCorruptError, match="belongs to another journal"):
         Ledger(ApproxDP(1, 1e-5), journal=first)
-    # two copies of one journal each charged once: same row 1, different row 2
-    shutil.copy(second, first)
-    shutil.copy(second + ".anchor", first + ".anchor")
-    for path in (first, second):
-        with Ledger(ApproxDP(1, 1e-5), journal=path) as ledger:
-            ledger.charge(PureDP(0.1 if path == first else 0.2), mechanism="Laplace")
-    shutil.copy(second + ".anchor", first + ".anchor")
+    # one journal charged twice from the same row 1 (a rollback of the .db and its anchor together in between):
+    # same row 1, different row 2; the anchor of the first row 2 refuses the second
+    for name in (second, second + ".anchor"):
+        shutil.copy(name, name + ".old")
+    with Ledger(ApproxDP(1, 1e-5), journal=second) as ledger:
+        ledger.charge(PureDP(0.1), mechanism="Laplace")
+    shutil.copy(second + ".anchor", second + ".anchor.first")
+    for name in (second, second + ".anchor"):
+        shutil.copy(name + ".old", name)
+    with Ledger(ApproxDP(1, 1e-5), journal=second) as ledger:
+        ledger.charge(PureDP(0.2), mechanism="Laplace")
+    shutil.copy(second + ".anchor.first", second + ".anchor")
     with pytest.raises(JournalCorruptError, match="row 2 is not the row its anchor recorded"):
-        Ledger(ApproxDP(1, 1e-5), journal=first)
+        Ledger(ApproxDP(1, 1e-5), journal=second)
 
 
 def test_a_journal_without_its_anchor_warns_and_is_anchored_again(tmp_path):
@@ -299,8 +303,10 @@ def test_a_journal_deleted_while_held_refuses_the_next_charge_and_is_not_recreat
         ledger.charge(PureDP(0.05), mechanism="Laplace")
     with pytest.raises(JournalCorruptError, match=r"is missing but its anchor .* records rows 1\.\.1"):
         Ledger(PureDP(0.5), journal=path)
-    assert ledger.root.spent == PureDP(Fraction(2, 5))  # the refused charge changed nothing
+    with pytest.raises(JournalReplacedError, match="was deleted"):  # its view cannot be refreshed either
+        _ = ledger.remaining
     ledger.close()
+    assert ledger.root.spent == PureDP(Fraction(2, 5))  # the refused charge changed nothing
 
 
 @pytest.mark.parametrize("replaced", ["journal", "anchor"])
@@ -370,8 +376,13 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_copy_of_the_db_alone_after_kill_9_holds_every_granted_charge(tmp_path):
-    """On the WAL journal the copy held none of 60 granted charges: all were still in run.db-wal."""
+def test_after_kill_9_the_db_with_its_wal_holds_every_granted_charge_and_the_db_alone_is_refused(tmp_path):
+    """Format 2 (rollback journal) kept every charge in the .db; format 3 (WAL) keeps them in .db + -wal.
+
+    What replaces the old guarantee (docs/threat-model.md): a copy of the .db
+    with its -wal holds every receipt; the .db alone (its -wal lost) put back at
+    the journal's path is refused by the anchor, never opened with charges missing.
+    """
     path = tmp_path / "ledger.db"
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True)
     granted = []
@@ -385,20 +396,34 @@ def test_a_copy_of_the_db_alone_after_kill_9_holds_every_granted_charge(tmp_path
         child.wait()
         child.stdout.close()
     assert child.returncode == -signal.SIGKILL
-    alone = tmp_path / "copy" / "ledger.db"
-    alone.parent.mkdir()
-    shutil.copy(path, alone)  # the main file only: no -journal, no anchor
-    with pytest.warns(JournalAnchorWarning):
-        ledger = Ledger(PureDP(1000), journal=alone)
+    assert granted == list(range(2, 2 + len(granted)))  # seq 1 is the split
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "alone").mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copy(str(path) + suffix, tmp_path / "copy" / ("ledger.db" + suffix))
+    shutil.copy(path, tmp_path / "alone" / "ledger.db")
+    with pytest.warns(JournalAnchorWarning):  # the anchor was not copied: show the copy all the same
+        ledger = Ledger.from_journal(tmp_path / "copy" / "ledger.db", read_only=True)
     with ledger:
-        account = ledger.split({"a": 1, "b": 1})["a"]
-        restored = account.usage()[0]["count"]
-        # every receipt the child printed is in the .db; at most one more was committed unprinted
+        restored = ledger.account("a").usage()[0]["count"]
+        # every receipt the child printed is there; at most one more was committed unprinted
         assert len(granted) <= restored <= len(granted) + 1
-        assert granted == list(range(2, 2 + len(granted)))  # seq 1 is the split
-        assert account.spent == PureDP(Fraction(restored, 1000))
-    with Ledger(PureDP(1000), journal=path) as ledger:  # the original, with its anchor, reopens too
-        assert ledger.account("a").usage()[0]["count"] >= len(granted)
+        assert ledger.account("a").spent == PureDP(Fraction(restored, 1000))
+    with pytest.warns(JournalAnchorWarning):
+        Ledger.from_journal(tmp_path / "alone" / "ledger.db", read_only=True).close()  # a valid journal ...
+    conn = sqlite3.connect(tmp_path / "alone" / "ledger.db")
+    (alone,), = conn.execute("SELECT count(*) FROM events").fetchall()
+    conn.close()
+    assert alone < len(granted)  # the .db alone lacks the rows still in -wal (none checkpointed yet)
+    os.remove(str(path) + "-wal")
+    for leftover in ("-shm",):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(str(path) + leftover)
+    shutil.copy(tmp_path / "alone" / "ledger.db", path)  # the .db alone put back: its -wal is lost
+    # the anchor holds the last receipt's row, or the unprinted one after it if its anchor write finished
+    with pytest.raises(JournalCorruptError, match=rf"ends at row {alone} but its anchor records row "
+                                                  rf"({granted[-1]}|{restored + 1}):.*-wal lost"):
+        Ledger(PureDP(1000), journal=path)
 
 
 def test_racing_threads_with_a_journal_get_exactly_the_budget(tmp_path):
