@@ -102,6 +102,8 @@ __all__ = [
 ]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# the chain's hashes under the names other stores import (accounting.postgres_journal)
+_canonical, _header_hash, _row_hash = canonical, header_hash, row_hash
 _BUSY_TIMEOUT = 30.0  # seconds SQLite waits for a writer that does not take the side lock
 
 

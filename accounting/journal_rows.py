@@ -41,9 +41,9 @@ def _sha256(value: object) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
-def header_hash(journal_id: str, meta_text: str, origin: str) -> str:
-    """Hash of the header row (format, journal id, budget and relation, creation path)."""
-    return _sha256([FORMAT, journal_id, meta_text, origin])
+def header_hash(journal_id: str, meta_text: str, origin: str | None = None) -> str:
+    """Hash of the header row (format, journal id, budget and relation, and a file journal's creation path)."""
+    return _sha256([FORMAT, journal_id, meta_text] + ([] if origin is None else [origin]))
 
 
 def row_hash(previous: str, seq: int, kind: str, account: str, payload_text: str) -> str:
