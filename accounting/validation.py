@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["check_exact", "check_generator", "check_int", "check_positive", "check_probability", "check_real",
-           "check_text"]
+__all__ = ["check_exact", "check_generator", "check_int", "check_memory", "check_positive", "check_probability",
+           "check_real", "check_state_memory", "check_text", "memory_limit"]
 
 
 def _is_real(value: object) -> bool:
@@ -69,7 +71,10 @@ def check_real(
     allowed = _describe(low, high, low_open, high_open)
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number ({allowed}), got {type(value).__name__}")
-    number = float(value)  # type: ignore[arg-type]  # _is_real checked numbers.Real
+    try:
+        number = float(value)  # type: ignore[arg-type]  # _is_real checked numbers.Real
+    except OverflowError:  # an int or Fraction beyond the float range (10**400): out of any finite range
+        raise ValueError(f"{name} must be {allowed}, got a {type(value).__name__} beyond the float range") from None
     inside = (number > low if low_open else number >= low) and (number < high if high_open else number <= high)
     if not (math.isfinite(number) and inside):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
@@ -185,3 +190,44 @@ def check_generator(rng: object) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     return rng
+
+
+def memory_limit() -> int:
+    """The most bytes one up-front allocation may ask for: the machine's physical memory (16 GiB if unknown)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return 16 * 2**30
+
+
+def check_memory(name: str, value: object, nbytes: int, what: str) -> None:
+    """Refuse, naming the argument ``name`` (given as ``value``), state of ``nbytes`` bytes beyond physical memory.
+
+    Called with public sizes (shapes, horizons) *before* a mechanism charges, so an
+    allocation that cannot succeed is refused before it spends (docs/mechanisms.md,
+    "Fail before charging"); ``what`` names the state in the message.
+
+    Raises
+    ------
+    ValueError
+        If ``nbytes`` exceeds :func:`memory_limit`.
+    """
+    limit = memory_limit()
+    if nbytes > limit:
+        raise ValueError(f"{name}={value!r} needs {_bytes(nbytes)} for {what}, more than this machine's "
+                         f"{_bytes(limit)} of memory")
+
+
+def check_state_memory(shape: tuple[int, ...], horizon: int, state_bytes: Callable[[int], int], what: str) -> None:
+    """:func:`check_memory` of a stream's state, ``state_bytes(T)`` bytes for horizon T: names ``shape`` if even
+    T = 1 does not fit, else ``horizon``."""
+    if state_bytes(1) > memory_limit():
+        check_memory("shape", shape, state_bytes(1), what)
+    check_memory("horizon", horizon, state_bytes(horizon), what)
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}" if count < 10**30 * size else f"~2^{count.bit_length()} bytes"
+    return f"{count} bytes"

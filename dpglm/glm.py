@@ -17,6 +17,7 @@ vectorised over samples; a family is a frozen value and more families are added 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import overload
@@ -445,4 +446,7 @@ def kappa_support(family: GLMFamily | str, S: float) -> float:
     from dpglm.linalg import dmu_range  # dpglm.linalg builds on this module
 
     low, _ = dmu_range(family, check_real("S", S, 0.0))
+    if not low > 0.0 or not math.isfinite(1.0 / low):
+        raise ValueError(f"S must be small enough that the link's slope at S is a positive float (kappa = 1/slope "
+                         f"finite): got S={S!r}, where it underflows to {low!r}")
     return 1.0 / low

@@ -117,6 +117,10 @@ class SquareRootFactorizationMechanism(ContinualRelease):
         self.column_norm_squared = _column_norm_squared_upper(self.coefficients)
         return self.column_norm_squared, f"sum c_k^2={float(self.column_norm_squared)!r}", "sigma"
 
+    def _state_bytes(self, horizon: int) -> int:
+        """The two T-row history buffers, the T coefficients and a block of T rows of noise."""
+        return 8 * (3 * horizon * math.prod(self.shape) + horizon)
+
     def _start(self) -> None:
         """History buffers for Cx and its noisy version (the noise itself is drawn at first append)."""
         self._elements_seen = np.zeros((self.horizon, *self.shape))

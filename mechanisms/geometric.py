@@ -130,6 +130,18 @@ def refresh_points(eta: float, limit: int = _MAX_COUNT) -> np.ndarray:
     return points.upto(limit)
 
 
+def _array(name: str, value: object, kinds: str) -> np.ndarray:
+    """``value`` as an array of a dtype kind in ``kinds`` (``"iu"``: integers), else a TypeError naming it."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nested sequences
+        raise TypeError(f"{name} must be a rectangular array, got a ragged {type(value).__name__}") from None
+    if array.dtype.kind not in kinds:
+        wanted = "integers" if kinds == "iu" else "real numbers"
+        raise TypeError(f"{name} must be an array of {wanted}, got dtype {array.dtype}")
+    return array
+
+
 class GeometricBatchMean(Mechanism):
     """Per-arm running Laplace sums refreshed at geometric counts, for one or many runs.
 
@@ -223,13 +235,16 @@ class GeometricBatchMean(Mechanism):
             (charges granted earlier in the same call stay spent: conservative).
         """
         shape = (self.n_runs, self.n_arms)
-        c = np.asarray(counts)
-        s = np.asarray(reward_sums, dtype=float)
+        c, s = _array("counts", counts, "iu"), _array("reward_sums", reward_sums, "iuf").astype(float)
         if self.n_runs == 1 and c.shape == (self.n_arms,):
-            c, s = c[None, :], s[None, :]
-        if c.shape != shape or s.shape != shape:
-            raise ValueError(f"counts and reward_sums must have shape {shape}, got {c.shape} and {s.shape}")
-        if not np.issubdtype(c.dtype, np.integer) or np.any(c < 0):
+            c = c[None, :]
+        if self.n_runs == 1 and s.shape == (self.n_arms,):
+            s = s[None, :]
+        for name, array in (("counts", c), ("reward_sums", s)):
+            if array.shape != shape:
+                raise ValueError(f"{name} must have shape {shape} (runs, arms), or ({self.n_arms},) for one run, "
+                                 f"got {array.shape}")
+        if np.any(c < 0):
             raise ValueError("counts must be non-negative integers")
         if not np.all(np.isfinite(s)) or np.any(s < 0) or np.any(s > c):
             raise ValueError("reward_sums must lie in [0, counts]: every reward must be in [0, 1]")

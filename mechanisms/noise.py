@@ -25,6 +25,7 @@ from accounting import GDP, ZCDP, Chargeable, Cost, PureDP
 # names below are the ones mechanisms and their importers have always used.
 from accounting.convert import gaussian_rho_exact as gaussian_rho
 from accounting.convert import gaussian_sigma as gaussian_sigma_for
+from accounting.validation import check_text
 from mechanisms.base import Mechanism
 from mechanisms.lattice import GaussianLattice, LaplaceLattice, gdp_mu_squared
 from mechanisms.release import (
@@ -84,18 +85,22 @@ def laplace_scale_for(epsilon: Fraction, sensitivity: float) -> float:
     return scale
 
 
-def _as_statistic(x: object) -> FloatArray:
-    """Validate a statistic to be released: a finite real scalar or array."""
+def _as_statistic(x: object, name: str = "x") -> FloatArray:
+    """Validate a statistic to be released: a finite real scalar or array (``name`` in messages)."""
     if isinstance(x, (bool, np.bool_)):
-        raise TypeError("x must be a real number or a real array, got a bool")
-    array = np.asarray(x)
+        raise TypeError(f"{name} must be a real number or a real array, got a bool")
+    try:
+        array = np.asarray(x)
+    except (TypeError, ValueError):  # ragged nested sequences
+        raise TypeError(f"{name} must be a real number or a rectangular real array, got a ragged "
+                        f"{type(x).__name__}") from None
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        raise TypeError(f"x must be a real number or a real array, got dtype {array.dtype}")
+        raise TypeError(f"{name} must be a real number or a real array, got dtype {array.dtype}")
     if array.size == 0:
-        raise ValueError("x must not be empty")
+        raise ValueError(f"{name} must not be empty")
     statistic = array.astype(np.float64)
     if not np.all(np.isfinite(statistic)):
-        raise ValueError("x must be finite (no NaN or infinity)")
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
     return statistic
 
 
@@ -153,7 +158,7 @@ def _checked_sum(
     ``nonnegative`` rows (every entry ≥ 0, checked) Δ for single-entry rows and
     Δ/√2 for L2 rows under replace-one.
     """
-    rows = _as_statistic(contributions)
+    rows = _as_statistic(contributions, "contributions")
     if rows.ndim < 1:
         raise ValueError("contributions must have shape (n_users, ...), one row per user, got a scalar")
     if not isinstance(nonnegative, bool):
@@ -216,6 +221,7 @@ class _AdditiveNoiseMechanism(Mechanism):
             If the account cannot pay; no noise is drawn and nothing is released.
         """
         statistic = _as_statistic(x)
+        note = check_text("note", note, required=False)
         receipt = self._charge(
             self._cost_for(statistic),
             mechanism=self._MECHANISM,

@@ -82,7 +82,7 @@ import numpy.typing as npt
 
 from accounting import GDP, ZCDP, Budgeted, Chargeable, Cost
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
-from accounting.validation import check_int, check_real
+from accounting.validation import check_int, check_real, check_state_memory
 from mechanisms.base import Mechanism
 from mechanisms.lattice import GaussianLattice, NoiseStream, gdp_mu_squared, gdp_sigma
 from mechanisms.noise import element_bound, round_up
@@ -421,6 +421,8 @@ class ContinualRelease(Mechanism, abc.ABC):
         psd: bool = False,
     ) -> None:
         self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
+        # From the public T and shape: a state that memory cannot hold is refused before the charge.
+        check_state_memory(self.shape, self.horizon, self._state_bytes, f"the {type(self).__name__}'s state")
         compositions, detail, sigma_label = self._plan()
         self._charge_horizon(account, sigma, cost, compositions, detail, sigma_label)
         self._start()
@@ -456,6 +458,9 @@ class ContinualRelease(Mechanism, abc.ABC):
         )
         self.account = account
         self.t = 0
+
+    def _state_bytes(self, horizon: int) -> int:  # _start's 2L nodes and a node of noise (overridden)
+        return 8 * math.prod(self.shape) * (2 * tree_depth(horizon) + 2)
 
     def _gdp_entries(self) -> int | None:
         """Entries m of one node when every node an element enters moves by ≤ Δ (GDP-capable), else None."""

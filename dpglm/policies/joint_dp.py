@@ -85,7 +85,14 @@ from accounting import Ledger
 from dpglm._validation import check_generator, check_int, check_positive
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.joint_dp_ingredients import DPSGDEstimator, NeverCalled, TreeDesign
-from dpglm.policies.joint_dp_plan import JointDPPlan, JointDPProblem, RefitOptions, joint_dp_ledger, plan_joint_dp
+from dpglm.policies.joint_dp_plan import (
+    JointDPPlan,
+    JointDPProblem,
+    RefitOptions,
+    check_joint_dp_arguments,
+    joint_dp_ledger,
+    plan_joint_dp,
+)
 from dpglm.policies.joint_dp_presets import PRESETS, joint_dp_parameters, planned_switches, tree_noise_bound
 from dpglm.policies.rarely_switching import RarelySwitchingBandit, RarelySwitchingParameters
 
@@ -185,13 +192,15 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         self.ledger, self.epsilon, self.delta = joint_dp_ledger(ledger, epsilon, delta)
         family = get_family(family)
         rng = check_generator(rng)
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         if family.name not in ("logistic", "probit"):
             raise ValueError(f"family must be 'logistic' or 'probit' for DP-SGD refits, got {family.name!r}")
         problem = JointDPProblem(family, d, horizon, S, self.epsilon, self.delta)
-        refits = RefitOptions(clip=clip, steps=steps, lr=lr, refits_tau=refits_tau, refits_o=refits_o,
-                              optimizer_backend=optimizer_backend)
+        refits = check_joint_dp_arguments(  # all public: refused before the ledger is split or charged
+            problem, RefitOptions(clip=clip, steps=steps, lr=lr, refits_tau=refits_tau, refits_o=refits_o,
+                                  optimizer_backend=optimizer_backend),
+            params, {"tree_share": tree_share, "o_share": o_share}, noise_term)
         self.joint_plan = plan = plan_joint_dp(problem, self.ledger, rng, preset=preset, params=params, refits=refits,
                                                tree_share=tree_share, o_share=o_share, noise_term=noise_term)
         self.plan = plan.tight

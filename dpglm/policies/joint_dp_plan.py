@@ -28,8 +28,9 @@ import numpy as np
 
 from accounting import ZCDP, ApproxDP, Ledger
 from accounting.costs import as_fraction
-from dpglm._validation import check_positive, check_probability
-from dpglm.glm import GLMFamily
+from accounting.validation import check_memory
+from dpglm._validation import check_int, check_positive, check_probability, check_real
+from dpglm.glm import GLMFamily, kappa_support
 from dpglm.linalg import dmu_range
 from dpglm.policies.joint_dp_ingredients import DPSGDEstimator, NeverCalled, TreeDesign
 from dpglm.policies.joint_dp_presets import joint_dp_parameters, planned_switches, tree_noise_bound
@@ -57,7 +58,8 @@ from dpglm.policies.tight_plan import (
 from dpglm.policies.tree_pair import build_tree_pair
 from mechanisms.tree import BinaryTreeMechanism, tree_depth
 
-__all__ = ["JointDPPlan", "JointDPProblem", "RefitOptions", "joint_dp_ledger", "plan_joint_dp"]
+__all__ = ["JointDPPlan", "JointDPProblem", "RefitOptions", "check_joint_dp_arguments", "joint_dp_ledger",
+           "plan_joint_dp"]
 
 _LEMMA_6_1 = ("paper Lemma 6.1 (Lemma J.5): T_o \\ {t} depends on user t only through the "
               "V-tree release, which is (ε/3, δ/3)-DP as part of the tree account")
@@ -146,6 +148,42 @@ def joint_dp_ledger(ledger: Ledger | None, epsilon: float | None, delta: float |
     if not (remaining.eps > 0 and 0 < remaining.delta < 1):
         raise ValueError(f"ledger has no (epsilon, delta) left to spend: remaining {remaining}")
     return ledger, float(remaining.eps), float(remaining.delta)
+
+
+def check_joint_dp_arguments(problem: JointDPProblem, refits: RefitOptions, params: RarelySwitchingParameters | None,
+                             shares: dict[str, float | None], noise_term: float | None) -> RefitOptions:
+    """Every public argument of the plan checked before the ledger is split or charged (docs/mechanisms.md).
+
+    Returns ``refits`` with its numbers in canonical types. Refuses, naming the argument,
+    what would otherwise fail only after the trees were charged: a bad DP-SGD setting, a
+    share outside (0, 1), a negative ``noise_term``, ``params`` of the wrong type, an ``S``
+    whose κ is infinite, a ``d`` whose two trees cannot be allocated.
+    """
+    from mechanisms.optim.dpsgd import ENGINES
+
+    clip = check_positive("clip", refits.clip)
+    steps = None if refits.steps is None else check_int("steps", refits.steps)
+    lr = None if refits.lr is None else check_positive("lr", refits.lr)
+    refits_tau = None if refits.refits_tau is None else check_int("refits_tau", refits.refits_tau)
+    refits_o = None if refits.refits_o is None else check_int("refits_o", refits.refits_o)
+    backend = refits.optimizer_backend
+    if not isinstance(backend, str) or backend not in ENGINES:
+        raise ValueError(f"optimizer_backend must be one of {ENGINES}, got {backend!r}")
+    for name, share in shares.items():
+        if share is not None:
+            check_real(name, share, 0.0, 1.0, low_open=True, high_open=True)
+    if noise_term is not None:
+        check_real("noise_term", noise_term, 0.0)
+    if params is not None:
+        if not isinstance(params, RarelySwitchingParameters):
+            raise TypeError(f"params must be a RarelySwitchingParameters, got {type(params).__name__}")
+        _exploration_possible(params)
+    kappa_support(problem.family, problem.S)
+    check_int("horizon", problem.horizon, 1, 2**53, why="held exactly by a float")
+    depth = tree_depth(problem.horizon)
+    check_memory("d", problem.d, 2 * 8 * (2 * depth + 2) * problem.d**2, "the two trees' state (two (d, d) trees)")
+    return RefitOptions(clip=clip, steps=steps, lr=lr, refits_tau=refits_tau, refits_o=refits_o,
+                        optimizer_backend=backend)
 
 
 def plan_joint_dp(problem: JointDPProblem, ledger: Ledger, rng: np.random.Generator, *, preset: str,

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import GDP, ZCDP
-from accounting.validation import check_real
+from accounting.validation import check_real, check_text
 from mechanisms.base import Mechanism
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, plan_run
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
@@ -241,6 +241,7 @@ class DPSGD(Mechanism):
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=normalizer is not None)
         lr, lam = check_positive("lr", lr), check_real("lam", lam, 0.0)
+        note = check_text("note", note, required=False)
         n, dim = X.shape
         step_projection = _step_projection(projection, preconditioner, dim)
         plan = self.plan(n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size,

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import EventChargeable
-from accounting.validation import check_int, check_real
+from accounting.validation import check_int, check_real, check_text
 from mechanisms.lattice import GaussianLattice
 from mechanisms.optim.dpsgd import DPSGD, Projection
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_normalizer
@@ -122,6 +122,7 @@ class PoissonDPSGD(DPSGD):
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=True)
         lr, lam = check_positive("lr", lr), check_real("lam", lam, 0.0)
+        note = check_text("note", note, required=False)
         normalizer = check_normalizer(normalizer)
         n, dim = X.shape
         event = self.event(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, dim=dim)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from accounting import ApproxDP, BudgetExceeded
+from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
 from dpglm.glm import GLMFamily
 from dpglm.linalg import FlooredSpectrum, dmu_range
 
@@ -59,9 +60,12 @@ class ShuffledDesignSum:
 
     def __init__(self, account, lam: float, rng: np.random.Generator, *, n_batches: int, width_delta: float,
                  levels: int | None = None) -> None:
-        budget = account.budget
+        budget = getattr(account, "budget", None)
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"account must hold an ApproxDP budget, got {type(budget).__name__}")
+        lam, rng = check_positive("lam", lam), check_generator(rng)
+        n_batches, width_delta = check_int("n_batches", n_batches), check_probability("width_delta", width_delta)
+        levels = None if levels is None else check_int("levels", levels)
         self.account, self.lam, self.rng = account, float(lam), rng
         self.epsilon, self.delta = float(budget.eps), float(budget.delta)
         self.n_batches, self.width_delta, self.levels = int(n_batches), float(width_delta), levels
@@ -71,6 +75,7 @@ class ShuffledDesignSum:
     def matrix(self, leaves: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
         from mechanisms.shuffle import ShuffleVectorSum
 
+        check_positive("bound", bound)
         n, d = leaves.shape[0], leaves.shape[-1]
         mechanism = ShuffleVectorSum(  # noise bits: the accountant's (cached) calibration
             self.account, max(n, 2), (d, d), bound, self.rng, epsilon=self.epsilon, delta=self.delta,
@@ -139,14 +144,17 @@ class ShufflePGDEstimator:
     def __init__(self, family: GLMFamily, lam: float, radius: float, account, rng: np.random.Generator, *,
                  max_iterations: int = 300, precondition: bool = True, noise_target: float = NOISE_TARGET,
                  composition: str = "exact") -> None:
-        if composition not in ("exact", "rounds"):
+        if not isinstance(composition, str) or composition not in ("exact", "rounds"):
             raise ValueError(f"composition must be 'exact' or 'rounds', got {composition!r}")
         self.composition = composition
         self.uses_design = bool(precondition)
-        self.noise_target = float(noise_target)
-        budget = account.budget
+        self.noise_target = check_positive("noise_target", noise_target)
+        lam, radius = check_real("lam", lam, 0.0), check_positive("radius", radius)
+        max_iterations = check_int("max_iterations", max_iterations)
+        budget = getattr(account, "budget", None)
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"account must hold an ApproxDP budget, got {type(budget).__name__}")
+        rng = check_generator(rng)
         self.family, self.lam, self.radius = family, float(lam), float(radius)
         self.account, self.rng, self.max_iterations = account, rng, int(max_iterations)
         self.epsilon, self.delta = float(budget.eps), float(budget.delta)

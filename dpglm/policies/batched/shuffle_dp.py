@@ -14,8 +14,8 @@ import numpy as np
 
 from accounting import Account, ApproxDP, Ledger
 from accounting.costs import as_fraction
-from accounting.validation import check_generator, check_positive, check_probability
-from dpglm.glm import GLMFamily, get_family
+from accounting.validation import check_generator, check_int, check_positive, check_probability
+from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.batched.loop import BatchedGLMBandit
 from dpglm.policies.batched.parameters import BatchedParameters
 from dpglm.policies.batched.presets import batched_parameters
@@ -78,9 +78,22 @@ class ShuffleDPGLMBandit(BatchedGLMBandit):
             ledger = Ledger(ApproxDP(as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta")))
         elif epsilon is not None or delta is not None:
             raise ValueError("give either a ledger or (epsilon, delta), not both")
+        if not isinstance(ledger, Ledger):
+            raise TypeError(f"ledger must be an accounting.Ledger, got {type(ledger).__name__}")
         budget = ledger.budget
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"ledger must hold an ApproxDP budget, got {type(budget).__name__}")
+        # Every public argument is checked before the ledger is split (docs/mechanisms.md).
+        d, S = check_int("d", d), check_positive("S", S)
+        horizon = check_int("horizon", horizon, 1, 2**53, why="held exactly by a float")
+        kappa_support(family, S)
+        if levels is not None:
+            levels = check_int("levels", levels)
+        if params is not None and not isinstance(params, BatchedParameters):
+            raise TypeError(f"params must be a BatchedParameters, got {type(params).__name__}")
+        if estimator is not None and not callable(estimator):
+            raise TypeError(f"estimator must be callable (family, params, account, rng) -> BatchEstimator, "
+                            f"got {type(estimator).__name__}")
         if params is None:
             params = batched_parameters(family, d, horizon, S, delta=float(budget.delta))
         check_generator(rng)
