@@ -24,6 +24,7 @@ from typing import overload
 
 import numpy as np
 from scipy import special
+from scipy.linalg.lapack import dposv as _posv
 
 from accounting.validation import check_positive, check_real
 
@@ -43,6 +44,7 @@ __all__ = [
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
+_SQRT_2PI_FLOAT = math.sqrt(2.0 * math.pi)
 
 
 @overload
@@ -100,6 +102,15 @@ class GLMFamily:
     reward_bound: float = 1.0
     joint: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     """Optional ``z -> (b(z), μ(z), μ̇(z))`` sharing work between the three (speed only)."""
+
+    scalar_dmu: Callable[[float], float] | None = None
+    """Optional ``μ̇`` of one float in plain Python (speed only: a policy's per-round leaf weight)."""
+
+    def dmu_at(self, z: float) -> float:
+        """``μ̇(z)`` of one real ``z`` as a float."""
+        if self.scalar_dmu is not None:
+            return self.scalar_dmu(z)
+        return float(self.dmu(np.asarray(z, dtype=float)))
 
     def evaluate(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(b(z), μ(z), μ̇(z))`` in one pass (the per-iteration work of Newton's method)."""
@@ -194,6 +205,15 @@ def _logistic_joint(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.logaddexp(0.0, z), m, m * (1.0 - m)
 
 
+def _probit_dmu_scalar(z: float) -> float:
+    return math.exp(-0.5 * z * z) / _SQRT_2PI_FLOAT
+
+
+def _logistic_dmu_scalar(z: float) -> float:
+    e = math.exp(-abs(z))  # μ̇ is even: e/(1 + e)² with e = exp(−|z|) ≤ 1 never overflows
+    return e / (1.0 + e) ** 2
+
+
 def _probit_d2mu(z: np.ndarray) -> np.ndarray:
     z = np.asarray(z, dtype=float)
     return -z * _phi(z)
@@ -207,6 +227,7 @@ LOGISTIC = GLMFamily(
     d2mu=_logistic_d2mu,
     reward_bound=1.0,
     joint=_logistic_joint,
+    scalar_dmu=_logistic_dmu_scalar,
 )
 """Logistic link ``μ(z) = 1/(1 + e^{−z})``, Bernoulli rewards (R = 1)."""
 
@@ -218,6 +239,7 @@ PROBIT = GLMFamily(
     d2mu=_probit_d2mu,
     reward_bound=1.0,
     joint=_probit_joint,
+    scalar_dmu=_probit_dmu_scalar,
 )
 """Probit link ``μ(z) = Φ(z)`` (standard normal cdf), Bernoulli rewards (R = 1)."""
 
@@ -253,7 +275,15 @@ def get_family(family: str | GLMFamily) -> GLMFamily:
 
 
 # -- estimation -------------------------------------------------------------------------
-def _newton(
+def _solve_pd(H: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``H⁻¹g`` for the symmetric Hessian ``H``: Cholesky (LAPACK ``posv``, a few µs), else least squares."""
+    _, step, info = _posv(H, g, lower=1)
+    if info != 0:  # not numerically positive definite (λ = 0 on rank-deficient data)
+        step = np.linalg.lstsq(H, g, rcond=None)[0]
+    return step
+
+
+def _newton_hessian(
     family: GLMFamily,
     X: np.ndarray,
     y: np.ndarray,
@@ -261,25 +291,25 @@ def _newton(
     theta: np.ndarray,
     tol: float,
     max_iter: int,
-) -> np.ndarray:
-    """Damped Newton on the strictly convex loss L(θ; λ) (λ > 0 or full-rank data).
+) -> tuple[np.ndarray, np.ndarray]:
+    """Damped Newton on the strictly convex loss L(θ; λ) (λ > 0 or full-rank data); the minimiser and a Hessian.
 
     Backtracking (Armijo) on the loss; once the Newton decrement² / 2 < tol it takes a
     last full step (quadratic convergence) and stops. Each accepted point is evaluated
-    once: (b, μ, μ̇) at the candidate serve both the line search and the next step.
+    once: (b, μ, μ̇) at the candidate serve both the line search and the next step. The
+    Hessian returned is the last one formed (at the point before the last step): the
+    ball solver's slope of ‖θ(ν)‖ needs no more than that.
     """
     d = theta.shape[0]
     z = X @ theta
     b, m, w = family.evaluate(z)
     loss = float(b.sum() - y @ z + 0.5 * lam * theta @ theta)
+    H = np.eye(d) * lam
     for _ in range(max_iter):
         g = X.T @ (m - y) + lam * theta
         H = (X * w[:, None]).T @ X
         H.flat[:: d + 1] += lam
-        try:
-            step = np.linalg.solve(H, g)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(H, g, rcond=None)[0]
+        step = _solve_pd(H, g)
         decrement = float(g @ step)
         if decrement / 2.0 < tol:
             # Inside the quadratic-convergence region: one last full step.
@@ -295,7 +325,20 @@ def _newton(
                 break
             t *= 0.5
         theta, m, w, loss = candidate, mc, wc, new_loss
-    return theta
+    return theta, H
+
+
+def _newton(
+    family: GLMFamily,
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    theta: np.ndarray,
+    tol: float,
+    max_iter: int,
+) -> np.ndarray:
+    """The minimiser of L(θ; λ) by damped Newton from ``theta`` (:func:`_newton_hessian`)."""
+    return _newton_hessian(family, X, y, lam, theta, tol, max_iter)[0]
 
 
 def fit_mle(
@@ -315,9 +358,10 @@ def fit_mle(
     zero by default). With a radius, if the unconstrained minimiser lies outside the
     ball the solution is on the sphere and satisfies the KKT condition
     ``∇L(θ) + νθ = 0``, ``‖θ‖ = radius`` for a multiplier ``ν > 0``: θ(ν), the minimiser
-    of ``L(θ; λ + ν)``, has a norm that decreases in ν, so ν is found by bracketing and
-    bisection on ``log ν`` (each θ(ν) a warm-started Newton solve). This is the exact
-    Euclidean-ball-constrained MLE (the set Θ_I = {‖θ‖ ≤ S} of paper §6).
+    of ``L(θ; λ + ν)``, has a norm that decreases in ν, so ν is the root of the secular
+    equation ``1/‖θ(ν)‖ = 1/radius`` (:func:`fit_mle_ball`: safeguarded Newton on ν, each
+    θ(ν) a warm-started Newton solve). This is the exact Euclidean-ball-constrained MLE
+    (the set Θ_I = {‖θ‖ ≤ S} of paper §6).
 
     Parameters
     ----------
@@ -342,23 +386,9 @@ def fit_mle(
     family = get_family(family)
     lam = _check_lam(lam)
     X, y, theta = _fit_inputs(X, y, theta0)
-    if radius is not None:
-        radius = check_positive("radius", radius)
-        norm0 = np.linalg.norm(theta)
-        if norm0 > radius:
-            theta = theta * (radius / norm0)
-    d = X.shape[1]
-    if X.shape[0] == 0:
-        return np.zeros(d)
-
-    if radius is None or lam > 0 or np.linalg.matrix_rank(X) == d:
-        # Strictly convex: the unconstrained solve is well defined (it may still run off
-        # to a large norm on separable data; the ball below handles that).
-        unconstrained = _newton(family, X, y, lam, theta, tol, max_iter)
-        if radius is None or np.linalg.norm(unconstrained) <= radius:
-            return unconstrained
-        theta = unconstrained * (radius / np.linalg.norm(unconstrained))
-    return _on_sphere(family, X, y, lam, radius, theta, tol, max_iter)
+    if radius is None:
+        return np.zeros(X.shape[1]) if X.shape[0] == 0 else _newton(family, X, y, lam, theta, tol, max_iter)
+    return fit_mle_ball(family, X, y, lam, check_positive("radius", radius), theta, None, tol, max_iter)[0]
 
 
 def _fit_inputs(X: np.ndarray, y: np.ndarray, theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -373,34 +403,83 @@ def _fit_inputs(X: np.ndarray, y: np.ndarray, theta0: np.ndarray | None) -> tupl
     return X, y, theta
 
 
-def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
-               tol: float, max_iter: int) -> np.ndarray:
-    """The ball-constrained minimiser when it lies on the sphere: ν > 0 with ‖θ(ν)‖ = radius (:func:`fit_mle`).
+def fit_mle_ball(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+                 nu0: float | None = None, tol: float = 1e-8, max_iter: int = 100) -> tuple[np.ndarray, float]:
+    """The minimiser of L(θ; λ) over ``{‖θ‖ ≤ radius}`` and its KKT multiplier ν ≥ 0 (:func:`fit_mle`).
 
-    θ(ν) = argmin L(θ; λ + ν); ``theta`` (in the ball) warm-starts the bracketing of ν,
-    then bisection on log ν, each θ(ν) a warm-started Newton solve.
+    Inputs are checked by the caller (float arrays, λ ≥ 0, radius > 0). ``theta`` warm-starts
+    the Newton solves; ``nu0`` > 0, the multiplier of a previous fit on nearly the same
+    data, warm-starts ν (a refit after one new row then needs two or three solves). With
+    no hint, or when ν = 0 is reached, the unconstrained minimiser is tried first, as
+    the constraint may be inactive.
     """
-    def solve(nu: float, start: np.ndarray) -> np.ndarray:
-        return _newton(family, X, y, lam + nu, start, tol, max_iter)
+    norm0 = math.sqrt(float(theta @ theta))
+    if norm0 > radius:
+        theta = theta * (radius / norm0)
+    d = X.shape[1]
+    if X.shape[0] == 0:
+        return np.zeros(d), 0.0
+    if nu0 is None or not nu0 > 0 or not lam > 0:  # a hint only where ν = 0 is a well-posed solve
+        if lam > 0 or np.linalg.matrix_rank(X) == d:
+            # Strictly convex: the unconstrained solve is well defined (it may still run off
+            # to a large norm on separable data; the sphere search below handles that).
+            unconstrained = _newton(family, X, y, lam, theta, tol, max_iter)
+            norm = math.sqrt(float(unconstrained @ unconstrained))
+            if norm <= radius:
+                return unconstrained, 0.0
+            theta = unconstrained * (radius / norm)
+        return _on_sphere(family, X, y, lam, radius, theta, 1.0, True, tol, max_iter)
+    return _on_sphere(family, X, y, lam, radius, theta, float(nu0), False, tol, max_iter)
 
-    lo, hi = 0.0, 1.0
-    theta_hi = solve(hi, theta)
-    while np.linalg.norm(theta_hi) > radius:
-        lo, hi = hi, hi * 10.0
-        theta_hi = solve(hi, theta_hi)
-    best = theta_hi
+
+def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+               nu: float, active: bool, tol: float, max_iter: int) -> tuple[np.ndarray, float]:
+    """The ball-constrained minimiser and its multiplier, searching ν from ``nu`` (:func:`fit_mle_ball`).
+
+    Safeguarded Newton on the secular function ``φ(ν) = 1/‖θ(ν)‖ − 1/radius``, increasing
+    and nearly linear in ν (Moré & Sorensen 1983 for the trust-region subproblem), with
+    ``φ'(ν) = θᵀH_ν⁻¹θ/‖θ‖³`` since ``dθ/dν = −H_ν⁻¹θ``. A bracket ``[lo, hi]`` of ν is
+    kept (``‖θ(lo)‖ > radius ≥ ‖θ(hi)‖``); a step leaving it is replaced by bisection on
+    log ν. ``active`` says ν = 0 is already known to violate the constraint; otherwise
+    reaching ν ≤ 0 tries the unconstrained minimiser, which is the answer if it lies in the
+    ball. Stops when ``|‖θ‖ − radius| ≤ 1e-9·radius`` (θ then scaled onto the sphere if
+    outside) or the bracket is narrower than 1e-12 relative; the answer is in the ball.
+    """
+    lo, hi = 0.0, math.inf
+    best: np.ndarray | None = None
     for _ in range(200):
-        if hi - lo <= 1e-12 * hi:
-            break
-        mid = np.sqrt(lo * hi) if lo > 0 else 0.5 * hi
-        theta_mid = solve(mid, best)
-        if np.linalg.norm(theta_mid) > radius:
-            lo = mid
+        if nu <= 0.0:
+            if not active:
+                unconstrained = _newton(family, X, y, lam, theta, tol, max_iter)
+                norm = math.sqrt(float(unconstrained @ unconstrained))
+                if norm <= radius:
+                    return unconstrained, 0.0
+                active, theta = True, unconstrained
+            nu = 0.5 * hi if lo == 0.0 else math.sqrt(lo * hi)
+        theta, H = _newton_hessian(family, X, y, lam + nu, theta, tol, max_iter)
+        norm = math.sqrt(float(theta @ theta))
+        if abs(norm - radius) <= 1e-9 * radius:
+            return (theta if norm <= radius else theta * (radius / norm)), nu
+        if norm > radius:
+            lo = nu
         else:
-            hi, best = mid, theta_mid
-        if abs(np.linalg.norm(best) - radius) <= 1e-9 * radius:
+            hi, best = nu, theta
+        if hi - lo <= 1e-12 * hi < math.inf:
             break
-    return best
+        slope = float(theta @ _solve_pd(H, theta)) / norm**3
+        step = (1.0 / norm - 1.0 / radius) / slope if slope > 0 else math.nan
+        nu_next = nu - step
+        if not lo < nu_next < hi:  # outside the bracket (or NaN): bisect on log ν, or grow ν tenfold
+            if nu_next <= 0.0 and lo == 0.0 and not active:
+                nu_next = 0.0  # ν = 0 not yet tried: the constraint may be inactive
+            elif hi == math.inf:
+                nu_next = 10.0 * nu
+            else:
+                nu_next = math.sqrt(lo * hi) if lo > 0 else 0.5 * hi
+        nu = nu_next
+    if best is None:  # pragma: no cover - hi is finite after the loop unless ν overflowed
+        raise RuntimeError("the ball-constrained MLE did not converge")
+    return best, hi
 
 
 # -- instance parameters ----------------------------------------------------------------

@@ -49,10 +49,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpglm._validation import check_horizon_left, check_int, check_round_order, real_array
-from dpglm.glm import GLMFamily, get_family
+from dpglm._validation import check_horizon_left, check_int, check_round_order
+from dpglm.glm import GLMFamily, fit_mle_ball, get_family
 from dpglm.linalg import FlooredSpectrum, floored_inverse
-from dpglm.policies.base import _NORM_TOLERANCE, Policy, clip_to_unit_ball
+from dpglm.policies.base import _NORM_TOLERANCE, Policy
 from dpglm.policies.rs_parameters import (
     RarelySwitchingParameters,
     kappa_bound,
@@ -60,6 +60,7 @@ from dpglm.policies.rs_parameters import (
     paper_floor,
     rs_glinucb_parameters,
 )
+from dpglm.policies.running import ExactDesign, Rows
 from mechanisms.tree import OuterProduct
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 _NORM_SQ_BOUND = (1.0 + _NORM_TOLERANCE) ** 2  # the largest ‖x‖² Policy._check_arms accepts
+_FLOAT = np.dtype(np.float64)
 
 
 # -- pluggable ingredients --------------------------------------------------------------
@@ -131,45 +133,35 @@ class Estimator(Protocol):
         """
 
 
-class ExactDesign:
-    """Exact ``λI + Σ_s leaf_s`` (non-private RS-GLinCB, Sawarni et al. 2024)."""
-
-    def __init__(self, d: int, lam: float) -> None:
-        self._matrix = lam * np.eye(d)
-        self._matrix.setflags(write=False)
-        self.version = 0
-
-    @property
-    def matrix(self) -> np.ndarray:
-        return self._matrix
-
-    def append(self, leaf: np.ndarray | None) -> None:
-        if leaf is None:
-            return
-        matrix = self._matrix + leaf
-        matrix.setflags(write=False)
-        self._matrix = matrix
-        self.version += 1
-
-
 class MLEEstimator:
     """Regularised MLE (paper §4 loss ``L(θ; λ)``) over the constraint set.
 
-    On the ball ``Θ_I`` it is the exact constrained minimiser (:meth:`GLMFamily.fit_mle`);
-    on the ellipsoid ``Θ_II`` the unconstrained minimiser projected in the V metric.
-    With no rows (and λ > 0) the minimiser is that of the ridge alone, 0, then projected.
+    On the ball ``Θ_I`` it is the exact constrained minimiser (:func:`dpglm.glm.fit_mle_ball`),
+    warm-started from the previous estimate and its KKT multiplier ν (a refit adds a few rows
+    to the last one's data, so two or three Newton solves replace a search for ν from
+    scratch); on the ellipsoid ``Θ_II`` the unconstrained minimiser, warm-started from the
+    last one, projected in the V metric. With no rows (and λ > 0) the minimiser is that of
+    the ridge alone, 0, then projected.
     """
 
     def __init__(self, family: GLMFamily, lam: float) -> None:
         self.family = family
         self.lam = float(lam)
+        self._nu: float | None = None  # the multiplier of the last ball fit (its warm start)
+        self._free: np.ndarray | None = None  # the last unconstrained minimiser (Θ_II fits' warm start)
 
     def fit(
         self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
     ) -> np.ndarray:
         if constraint.metric is None and not np.any(constraint.centre):
-            return self.family.fit_mle(X, y, lam=self.lam, radius=constraint.radius, theta0=theta0)
-        theta = self.family.fit_mle(X, y, lam=self.lam, theta0=theta0)
+            if X.dtype != np.float64 or X.ndim != 2 or y.shape != X.shape[:1]:  # the policy's rows pass as they are
+                return self.family.fit_mle(X, y, lam=self.lam, radius=constraint.radius, theta0=theta0)
+            theta, self._nu = fit_mle_ball(self.family, X, y, self.lam, float(constraint.radius),
+                                           np.array(theta0, dtype=float), self._nu)
+            return theta
+        # The last unconstrained minimiser is the warm start (the previous estimate may be projected).
+        start = theta0 if self._free is None or self._free.shape != np.shape(theta0) else self._free
+        self._free = theta = self.family.fit_mle(X, y, lam=self.lam, theta0=start)
         return constraint.project_metric(theta)
 
 
@@ -189,20 +181,6 @@ def _log_det(matrix: np.ndarray) -> float:
         return math.log(det) if det > 0 else -math.inf
     sign, logdet = np.linalg.slogdet(matrix)
     return float(logdet) if sign > 0 else -math.inf
-
-
-def _extended(stacked: np.ndarray, rows: list) -> np.ndarray:
-    """``stacked`` (rows ``[:len(stacked)]`` as one read-only array) extended by the rest of ``rows``.
-
-    A refit converts only the rows appended since the last one: stacking the whole list
-    again cost more than the Newton solve (0.7 ms per refit at 2500 rows).
-    """
-    if len(rows) == len(stacked):
-        return stacked
-    new = np.array(rows[len(stacked):], dtype=float).reshape((-1,) + stacked.shape[1:])
-    out = np.concatenate([stacked, new])
-    out.setflags(write=False)
-    return out
 
 
 # -- the loop ---------------------------------------------------------------------------
@@ -252,23 +230,23 @@ class RarelySwitchingBandit(Policy):
         self.estimator_o, self.estimator_tau = estimator_o, estimator_tau
         self.theta_o = np.zeros(d)
         self.theta_tau = np.zeros(d)
-        # Data kept only to hand to the estimators (the mechanisms of the private path).
-        self._x_o: list[np.ndarray] = []
-        self._y_o: list[float] = []
-        self._x_h: list[np.ndarray] = []
-        self._y_h: list[float] = []
-        self._stacked_o = (np.empty((0, d)), np.empty(0))  # the lists above as arrays, kept
-        self._stacked_h = (np.empty((0, d)), np.empty(0))  # up to the last refit (_extended)
+        # Data kept only to hand to the estimators (the mechanisms of the private path):
+        # 8·(d + 1) bytes a round (dpglm.policies.running.Rows).
+        self._rows_o, self._rows_h = Rows(d), Rows(d)
         self._arm_map: np.ndarray | None = None
-        self._width_factors = np.array([params.beta, params.elimination_width])
+        self._width_sq = (params.beta**2, params.elimination_width**2)  # folded into the arm map
         self._theta_choice = np.zeros(d)
         self._v_version = -1
         self._v_inv = np.eye(d) / params.lam
         self._set_v_o(design_v.matrix)
         self._v_checked = design_v.version
+        # An exact H (running sum of PSD leaves) lets Criterion II skip its check while a
+        # cheap upper bound on H's growth since τ says it cannot fire (_criterion_two).
+        self._h_exact = isinstance(design_h, ExactDesign)
         self._set_tau(design_h.matrix)
         self._h_checked = design_h.version
-        self._pending: tuple[np.ndarray, bool] | None = None
+        self._limit = math.inf if self.horizon is None else self.horizon
+        self._pending: tuple[np.ndarray, bool, float, float] | None = None
         self.t = 0
         self.counts = {
             "criterion_I": 0,
@@ -286,6 +264,7 @@ class RarelySwitchingBandit(Policy):
         self._h_tau_inv = spectrum.inverse
         self._h_tau_whiten = spectrum.whitening
         self._h_tau_logdet = spectrum.logdet
+        self._h_growth = 0.0  # Σ over leaves since τ of w‖x‖²_{H_τ⁻¹} (loewner) or log(1 + w‖x‖²_{H_τ⁻¹})
         self._arm_map = None
 
     def _set_v_o(self, v_o: np.ndarray) -> None:
@@ -303,100 +282,147 @@ class RarelySwitchingBandit(Policy):
             self._arm_map = None
         return self._v_inv
 
-    def _quadratic_forms(self, arms: np.ndarray) -> np.ndarray:
-        """``‖x‖², ‖x‖²_{V⁻¹}, ‖x‖²_{H_τ⁻¹}, ‖x‖²_{V_o⁻¹}`` of every arm, shape (K, 4).
+    def _arm_products(self, arms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``⟨x, θ̃⟩, ⟨x, θ̂_o⟩`` (K, 2) and ``‖x‖², ‖x‖²_{V⁻¹}, β²‖x‖²_{H_τ⁻¹}, w²‖x‖²_{V_o⁻¹}`` (K, 4).
 
-        One product with the cached ``[I | V⁻¹ | H_τ⁻¹ | V_o⁻¹]`` (rebuilt when a factor
-        changes) replaces four: on d = 3, K = 20 a round costs per numpy call, not per
-        flop (hence also ``.dot``, cheaper to call than ``@``, and ``v[v.argmax()]`` for
-        maxima). Each block of the product equals ``arms @ M`` bit for bit, so the forms
-        are those of ``(arms @ M * arms).sum(axis=1)``.
+        One product with the cached ``[I | V⁻¹ | β²H_τ⁻¹ | w²V_o⁻¹ | θ̃ | θ̂_o]`` (rebuilt when
+        a factor changes) replaces six, and the four forms are one batched ``matmul`` of
+        its (K, 4, d) view with the arms: on d = 3, K = 20 a round costs per numpy call,
+        not per flop (hence also ``.dot``, cheaper to call than ``@``, and ``v[v.argmax()]``
+        for maxima). The widths' factors β and w are folded in, so a width is one square root.
         """
         v_inv = self._current_v_inv()  # drops the cached map if V changed
+        d = self.d
         if self._arm_map is None:
-            self._arm_map = np.concatenate([np.eye(self.d), v_inv, self._h_tau_inv, self._v_o_inv], axis=1)
-        k, d = arms.shape
-        return np.add.reduce(arms.dot(self._arm_map).reshape(k, 4, d) * arms[:, None, :], axis=2)
+            beta_sq, width_sq = self._width_sq
+            self._arm_map = np.concatenate([np.eye(d), v_inv, beta_sq * self._h_tau_inv, width_sq * self._v_o_inv,
+                                            self._theta_choice[:, None], self.theta_o[:, None]], axis=1)
+        k = arms.shape[0]
+        products = arms.dot(self._arm_map)
+        forms = np.matmul(products[:, : 4 * d].reshape(k, 4, d), arms.reshape(k, d, 1)).reshape(k, 4)
+        return products[:, 4 * d:], forms
 
-    def _criterion_two(self, h_t: np.ndarray) -> bool:
-        """Paper Alg. 2, line 11 (``H_t ⋠ cH_τ``) or Sawarni's ``det H_t > c det H_τ``."""
+    def _criterion_two(self) -> bool:
+        """Paper Alg. 2, line 11 (``H_t ⋠ cH_τ``) or Sawarni's ``det H_t > c det H_τ``.
+
+        On an exact H the check is skipped while it provably cannot fire: with W whitening
+        the floored ``H_τ`` and leaves ``w_s x_s x_sᵀ`` since τ, ``W H_t Wᵀ ⪯ I + Σ w_s Wx_s(Wx_s)ᵀ``,
+        so ``λ_max ≤ 1 + Σ w_s‖x_s‖²_{H_τ⁻¹}`` and ``log det(W H_t Wᵀ) ≤ Σ log(1 + w_s‖x_s‖²_{H_τ⁻¹})``
+        (matrix determinant lemma, each later ``(I + …)⁻¹ ⪯ I``). ``_h_growth`` holds that
+        sum (observe); below ``c`` (``log c``), less a 1e-9 margin for rounding, H_t is not
+        formed at all. Above it the exact rule decides, so the switch times are the same.
+        """
         c = self.params.switch_factor
-        if self.params.switch_rule == "loewner":
+        loewner = self.params.switch_rule == "loewner"
+        bound, limit = (1.0 + self._h_growth, c) if loewner else (self._h_growth, math.log(c))
+        if self._h_exact and bound < limit - 1e-9:
+            return False
+        h_t = self.design_h.matrix
+        if loewner:
             w = self._h_tau_whiten
-            return bool(np.linalg.eigvalsh(w @ h_t @ w.T)[-1] > c)
-        return _log_det(h_t) > math.log(c) + self._h_tau_logdet
+            fired = bool(np.linalg.eigvalsh(w @ h_t @ w.T)[-1] > c)
+        else:
+            fired = _log_det(h_t) > math.log(c) + self._h_tau_logdet
+        if fired:
+            self._set_tau(h_t)
+        return fired
 
     # -- the protocol -----------------------------------------------------------------
     def choose(self, arms: np.ndarray) -> int:
         """Paper Alg. 2, lines 3–14: θ̂_o refit, Criterion II (V, H only), Criterion I, else elimination and UCB."""
-        arms = real_array("arms", arms)  # a complex arm is refused, not cast
-        if arms.ndim != 2 or arms.shape[1] != self.d or arms.shape[0] < 1:
-            self._check_arms(arms)  # raises the boundary's ValueError
-        check_round_order(self._pending, "choose")
-        if self.horizon is not None:
-            check_horizon_left(self.t, self.horizon)
-        p = self.params
-        # θ̂_o refit (Alg. 2, line 7, moved to the round start): V changes only when a
-        # leaf entered it, and an unchanged V cannot newly satisfy the growth rule.
-        if self.design_v.version != self._v_checked:
-            self._v_checked = self.design_v.version
-            v_t = self.design_v.matrix
-            w = self._v_o_whiten
-            if np.linalg.eigvalsh(w @ v_t @ w.T)[-1] > p.refit_o_factor:
-                self._refit_o(v_t)
-        # Criterion II in every round, before Criterion I (line 11 is in its else branch in the
-        # paper, which let the current user's exploration shift the switch). H changes only
-        # when a leaf entered it: an unchanged H cannot newly satisfy line 11.
-        if self.design_h.version != self._h_checked:
-            self._h_checked = self.design_h.version
-            h_t = self.design_h.matrix
-            if self._criterion_two(h_t):  # Criterion II (line 11)
-                self.counts["criterion_II"] += 1
-                self._set_tau(h_t)
-                self._refit_tau()
-        forms = self._quadratic_forms(arms)
+        if not (type(arms) is np.ndarray and arms.dtype == _FLOAT and arms.ndim == 2 and arms.shape[1] == self.d
+                and arms.shape[0]):
+            arms = self._check_arms(arms)  # the boundary's TypeError / ValueError (a complex arm is not cast)
+        if self._pending is not None:
+            check_round_order(self._pending, "choose")
+        if self.t >= self._limit:
+            check_horizon_left(self.t, int(self._limit))
+        self._start_round()
+        products, forms = self._arm_products(arms)
         norm_sq = forms[:, 0]
         if not norm_sq[norm_sq.argmax()] <= _NORM_SQ_BOUND:  # ‖x‖ > 1 or NaN (argmax finds NaN)
             self._check_arms(arms)  # the boundary check and its ValueError
         v_norm_sq = forms[:, 1]  # ‖x‖²_{V⁻¹} for every arm
         best = int(v_norm_sq.argmax())
-        if v_norm_sq[best] >= p.exploration_threshold:  # Criterion I (line 4)
+        if v_norm_sq[best] >= self.params.exploration_threshold:  # Criterion I (line 4)
             self.counts["criterion_I"] += 1
-            self._pending = (clip_to_unit_ball(arms[best]), True)
+            self._stage(arms, best, norm_sq, products, forms, True)
             return best
         # β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm, shape (K, 2)
-        widths = np.sqrt(np.maximum(forms[:, 2:], 0.0)) * self._width_factors
-        ucb = arms.dot(self._theta_choice) + widths[:, 0]
+        widths = np.sqrt(np.maximum(forms[:, 2:], 0.0))
+        ucb = products[:, 0] + widths[:, 0]
         if self.counts["refits_o"]:
             # Elimination (line 13) in the metric of θ̂_o's confidence set, V_o. With
             # θ̂_o = 0 (never refitted) it keeps every arm: UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o.
             width = widths[:, 1]
-            centre_o = arms.dot(self.theta_o)
+            centre_o = products[:, 1]
             lcb_o = centre_o - width
             ucb[centre_o + width < lcb_o[lcb_o.argmax()]] = -np.inf
         index = int(ucb.argmax())  # line 14
-        self._pending = (clip_to_unit_ball(arms[index]), False)
+        self._stage(arms, index, norm_sq, products, forms, False)
         return index
+
+    def _start_round(self) -> None:
+        """The refits due at the start of a round, from V and H alone (Alg. 2, lines 7 and 11, moved here).
+
+        θ̂_o: V changes only when a leaf entered it, and an unchanged V cannot newly satisfy
+        the growth rule. Criterion II in every round, before Criterion I (line 11 is in its
+        else branch in the paper, which let the current user's exploration shift the
+        switch); an unchanged H cannot newly satisfy it.
+        """
+        if self.design_v.version != self._v_checked:
+            self._v_checked = self.design_v.version
+            v_t = self.design_v.matrix
+            w = self._v_o_whiten
+            if np.linalg.eigvalsh(w @ v_t @ w.T)[-1] > self.params.refit_o_factor:
+                self._refit_o(v_t)
+        if self.design_h.version != self._h_checked:
+            self._h_checked = self.design_h.version
+            if self._criterion_two():  # Criterion II (line 11)
+                self.counts["criterion_II"] += 1
+                self._refit_tau()
+
+    def _stage(self, arms: np.ndarray, index: int, norm_sq: np.ndarray, products: np.ndarray, forms: np.ndarray,
+               explored: bool) -> None:
+        """Keep the chosen context, clipped to the unit ball, in its refit set's next row until the reward comes.
+
+        Also kept: ``⟨x, θ̂_o⟩`` of the clipped x (the H leaf's weight) and ``‖x‖²_{H_τ⁻¹}``
+        of the unclipped x, an upper bound for the clipped one (Criterion II's bound).
+        """
+        scale = 1.0 / math.sqrt(norm_sq[index]) if norm_sq[index] > 1.0 else 1.0
+        row = (self._rows_o if explored else self._rows_h).stage(arms[index])
+        if scale != 1.0:
+            row *= scale  # x/‖x‖: the leaves' unit-ball bound holds exactly
+        self._pending = (row, explored, float(products[index, 1]) * scale, float(forms[index, 2]) / self._width_sq[0])
 
     def observe(self, reward: float) -> None:
         """Paper Alg. 2, lines 5–6 and 15–16: feed ``V`` or ``H`` (θ̂_o is refitted in :meth:`choose`)."""
         if self._pending is None:
             raise ValueError("choose(arms) must be called before observe(reward)")
-        r = self._check_reward(reward)
-        x, explored = self._pending
+        r = reward if type(reward) is float and 0.0 <= reward <= self.reward_bound else self._check_reward(reward)
+        x, explored, z_o, h_form = self._pending
         self._pending = None
         self.t += 1
         if explored:
-            self._x_o.append(x)
-            self._y_o.append(r)
-            self.design_v.append(OuterProduct(x))  # x xᵀ, formed (and known PSD) by the tree
+            self._rows_o.commit(r)
+            self._add_leaf(self.design_v, x, 1.0)  # x xᵀ
             self.design_h.append(None)
         else:
-            self._x_h.append(x)
-            self._y_h.append(r)
-            weight = float(self.family.dmu(x.dot(self.theta_o))) / math.e
+            self._rows_h.commit(r)
+            weight = self.family.dmu_at(z_o) / math.e  # μ̇(⟨x, θ̂_o⟩)/e ≥ 0
             self.design_v.append(None)
-            self.design_h.append(OuterProduct(x, weight))  # weight·x xᵀ, weight = μ̇/e ≥ 0
+            self._add_leaf(self.design_h, x, weight)
+            if self._h_exact:
+                growth = weight * h_form
+                self._h_growth += growth if self.params.switch_rule == "loewner" else math.log1p(growth)
+
+    @staticmethod
+    def _add_leaf(design: DesignStatistic, x: np.ndarray, weight: float) -> None:
+        """Add ``weight·x xᵀ``: an exact design takes (x, w); a mechanism forms (and knows PSD) the OuterProduct."""
+        if isinstance(design, ExactDesign):
+            design.add_outer(x, weight)
+        else:
+            design.append(OuterProduct(x, weight))
 
     def _refit_o(self, v_t: np.ndarray) -> None:
         """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7); on success ``V_o ← V_t``.
@@ -404,10 +430,8 @@ class RarelySwitchingBandit(Policy):
         A refused refit keeps θ̂_o and its metric ``V_o``, so the rule keeps asking (and
         the budget keeps refusing) at later rounds.
         """
-        self._stacked_o, theta = self._fit(
-            "o", self.estimator_o, self._stacked_o, self._x_o, self._y_o,
-            Constraint(np.zeros(self.d), self.params.radius), self.theta_o,
-        )
+        theta = self._fit("o", self.estimator_o, self._rows_o, Constraint(np.zeros(self.d), self.params.radius),
+                          self.theta_o)
         if theta is not None:
             self.theta_o = theta
             self._set_v_o(v_t)
@@ -415,29 +439,25 @@ class RarelySwitchingBandit(Policy):
 
     def _refit_tau(self) -> None:
         """θ̂_τ on [t−1]∖T_o over Θ_II = {‖θ − θ̂_o‖_{V_o} ≤ w} (Alg. 2, line 12)."""
-        self._stacked_h, theta = self._fit(
-            "tau", self.estimator_tau, self._stacked_h, self._x_h, self._y_h,
-            Constraint(self.theta_o.copy(), self.params.elimination_width, self._v_o), self.theta_tau,
-        )
+        theta = self._fit("tau", self.estimator_tau, self._rows_h,
+                          Constraint(self.theta_o.copy(), self.params.elimination_width, self._v_o), self.theta_tau)
         if theta is not None:
             self.theta_tau = theta
             self._set_theta_choice()
 
-    def _fit(self, name: str, estimator: Estimator, stacked: tuple[np.ndarray, np.ndarray],
-             xs: list[np.ndarray], ys: list[float], constraint: Constraint, current: np.ndarray,
-             ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray | None]:
-        """One refit of θ̂_``name``: extend the stacked data by the new rounds, fit, count it.
+    def _fit(self, name: str, estimator: Estimator, rows: Rows, constraint: Constraint, current: np.ndarray,
+             ) -> np.ndarray | None:
+        """One refit of θ̂_``name`` on its rows, counted; ``None`` if the estimator refused (budget spent).
 
-        Returns the extended data and the new estimate, or ``None`` if the estimator
-        refused (its budget is spent): the caller then keeps the old estimate.
+        The caller then keeps the old estimate.
         """
-        X, y = stacked = (_extended(stacked[0], xs), _extended(stacked[1], ys))
+        X, y = rows.arrays()
         theta = estimator.fit(X, y, constraint, current, self.t)
         if theta is None:
             self.counts[f"refused_{name}"] += 1
-            return stacked, None
+            return None
         self.counts[f"refits_{name}"] += 1
-        return stacked, np.asarray(theta, dtype=float)
+        return np.asarray(theta, dtype=float)
 
     def _set_theta_choice(self) -> None:
         """Cache the arm-choice estimate θ̂_τ or ``(θ̂_o + θ̂_τ)/2`` (§6.1; ``params.centre``)."""
@@ -445,6 +465,7 @@ class RarelySwitchingBandit(Policy):
             self._theta_choice = self.theta_tau
         else:
             self._theta_choice = 0.5 * (self.theta_o + self.theta_tau)
+        self._arm_map = None
 
     def diagnostics(self) -> dict[str, Any]:
         """How often each criterion fired and how many refits were made or refused."""
