@@ -268,8 +268,11 @@ class Ledger(Uncopyable):
         Parameters
         ----------
         delta : real in (0, 1), optional
-            Needed (only) for a zCDP, GDP or RDP budget: the δ of the stated
-            guarantee (for zCDP it must exceed the δ of approximate-zCDP charges).
+            The δ of the stated guarantee. Needed for a zCDP, GDP or RDP
+            budget (for zCDP it must exceed the δ of approximate-zCDP charges).
+            For a pure or approx budget the guarantee is (ε, δ_spent); a
+            ``delta`` ≥ δ_spent returns (ε, delta), which that implies, and a
+            smaller one is refused (``ValueError``) rather than ignored.
         """
         from accounting.pooling import pooled_guarantee
 

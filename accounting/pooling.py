@@ -81,14 +81,16 @@ def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
 
 def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
     """:meth:`accounting.ledger.Ledger.guarantee` (caller holds the lock)."""
-    if ledger.currency == "pure":
-        return PureDP(ledger.root._used_vector()[0])
-    if ledger.currency == "approx":
-        (eps, spent_delta), found = pools(ledger)
-        for pool in found:
-            eps += pool.eps
-            spent_delta += pool.delta
-        return ApproxDP(eps, spent_delta)
+    if ledger.currency in ("pure", "approx"):
+        if ledger.currency == "pure":
+            stated: ApproxDP | PureDP = PureDP(ledger.root._used_vector()[0])
+        else:
+            (eps, spent_delta), found = pools(ledger)
+            for pool in found:
+                eps += pool.eps
+                spent_delta += pool.delta
+            stated = ApproxDP(eps, spent_delta)
+        return stated if delta is None else _at_delta(stated, delta)
     if delta is None:
         raise ValueError(f"delta is required for the guarantee of a {ledger.currency} budget: pass delta in (0, 1)")
     target = as_fraction(delta, "delta")
@@ -97,3 +99,13 @@ def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
     if not spent_delta < target < 1:
         raise ValueError(f"delta must lie in ({float(spent_delta)}, 1) (above the zCDP delta spent), got {delta}")
     return ApproxDP(to_approx(used, ledger.currency, target - spent_delta), target)
+
+
+def _at_delta(stated: ApproxDP | PureDP, delta: Number) -> ApproxDP:
+    """(ε, δ_spent) holds at any larger δ too; a smaller δ than was spent is refused, not silently ignored."""
+    target = as_fraction(delta, "delta")
+    spent_delta = stated.delta if isinstance(stated, ApproxDP) else Fraction(0)
+    if not 0 < target < 1 or target < spent_delta:
+        raise ValueError(f"delta must lie in [{float(spent_delta)}, 1) for this budget (its charges spent "
+                         f"delta={float(spent_delta)}; a pure/approx guarantee is not re-converted), got {delta}")
+    return ApproxDP(stated.eps, target)

@@ -51,6 +51,13 @@ def _demo(args: argparse.Namespace) -> int:
     check_int("--refits", args.refits)
     log = sys.stderr if args.json else sys.stdout
     with Ledger(ApproxDP(args.epsilon, args.delta), journal=args.journal) as ledger:
+        if any(account.usage() for account in ledger.accounts()):
+            # a rerun would charge the tree's remaining ZCDP(0) "once for T" and exit 0 (issue 21): refuse
+            print(ledger.to_json() if args.json else ledger.report())
+            print(f"dpglm ledger demo: journal {args.journal} was already charged by a demo run (spent "
+                  f"{ledger.root.spent} of {ledger.budget}); the demo charges a fresh budget: pass a new --journal",
+                  file=sys.stderr)
+            return 2
         accounts = ledger.split({"tree": 1, "switching": 1, "optimizer": 1},
                                 currency={"tree": "zcdp", "optimizer": "zcdp"})
         tree, switching, optimizer = accounts["tree"], accounts["switching"], accounts["optimizer"]

@@ -39,6 +39,20 @@ def test_demo_charges_the_paper_split_as_algorithm_2_would(tmp_path, capsys, cks
         assert float(guarantee.eps) == pytest.approx(4 / 3 + pooled, rel=1e-8)
 
 
+def test_demo_refuses_a_used_up_journal_with_the_report(tmp_path, capsys):
+    """On main the rerun exited 0, printing "charged ZCDP(rho=0) once for T=5000"."""
+    journal = tmp_path / "demo.db"
+    assert run(["demo", "--journal", str(journal), "--refits", "1"]) == 0
+    first = capsys.readouterr().out
+    assert run(["demo", "--journal", str(journal), "--refits", "1"]) == 2
+    captured = capsys.readouterr()
+    assert "charged" not in captured.out and "rho=0" not in captured.out
+    assert captured.out.strip() == first[first.index("Privacy ledger"):].strip()  # the same report, unchanged
+    assert captured.err.startswith(f"dpglm ledger demo: journal {journal} was already charged")
+    with Ledger.from_journal(journal, read_only=True) as ledger:
+        assert [u["count"] for u in ledger.account("optimizer").usage()] == [1]
+
+
 def test_show_prints_the_report_of_a_journal(tmp_path, capsys):
     journal = tmp_path / "demo.db"
     run(["demo", "--journal", str(journal), "--epsilon", "2", "--refits", "2"])
