@@ -1,6 +1,7 @@
 """Empirical privacy audits: certified lower bounds on ε from many runs of the real mechanisms.
 
 - :mod:`audits.bounds` — Clopper–Pearson, Gaussian-DP and one-run ε lower bounds.
+- :mod:`audits.custom` — :class:`MechanismAudit`: audit anyone's mechanism (two neighbours, a claim, a score).
 - :mod:`audits.base` — the audit game (held-out threshold, certification, verdict) and its result record.
 - :mod:`audits.noise`, :mod:`audits.tree` (binary tree and square-root factorization, vector and
   matrix paths), :mod:`audits.geometric`, :mod:`audits.shuffle` (bit sum, message level and release),
@@ -17,8 +18,15 @@
 from audits.bandit import BanditCouplingAudit
 from audits.bandit_switch import BanditSwitchAudit
 from audits.base import Audit, AuditResult, Claim
-from audits.bounds import epsilon_lower_bound, gdp_mu_lower_bound, one_run_epsilon_lower_bound
+from audits.bounds import (
+    epsilon_lower_bound,
+    gdp_mu_lower_bound,
+    one_run_epsilon_lower_bound,
+    one_run_fdp_epsilon_lower_bound,
+    one_run_gdp_epsilon_lower_bound,
+)
 from audits.catalogue import CATALOGUE, AuditSpec, get_spec
+from audits.custom import MechanismAudit, as_claim
 from audits.dpsgd import DPSGDAudit
 from audits.geometric import GeometricBatchAudit
 from audits.in_situ import InSituAudit
@@ -42,6 +50,7 @@ __all__ = [
     "GeometricBatchAudit",
     "InSituAudit",
     "LaplaceAudit",
+    "MechanismAudit",
     "OneRunGaussianAudit",
     "PoissonDPSGDAudit",
     "ShuffleBitSumAudit",
@@ -49,8 +58,11 @@ __all__ = [
     "ShufflePGDAudit",
     "ShuffleVectorSumAudit",
     "TreeAudit",
+    "as_claim",
     "epsilon_lower_bound",
     "gdp_mu_lower_bound",
     "get_spec",
     "one_run_epsilon_lower_bound",
+    "one_run_fdp_epsilon_lower_bound",
+    "one_run_gdp_epsilon_lower_bound",
 ]

@@ -196,7 +196,7 @@ class CouplingReport:
         diverged = [d for d in self.first_divergences if d is not None]
         detail = "all bit-identical" if not diverged else f"diverged in {len(diverged)} (first at round {diverged[0]})"
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
-                f"coupled pairs={self.runs}: {detail}  {self.verdict}")
+                f"coupled pairs={self.runs}: {detail}  exact (no sampling error): {self.verdict}")
 
 
 class BanditCouplingAudit:

@@ -50,8 +50,8 @@ from audits.engine import map_chunks, require_engine
 if TYPE_CHECKING:
     from accounting import Account, Cost
 
-__all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "approx_accounts",
-           "huge_budget_account"]
+__all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "approx_accounts", "check_claim_number",
+           "check_scores", "huge_budget_account"]
 
 CLOPPER_PEARSON: Final = "clopper-pearson"
 GAUSSIAN_DP: Final = "gaussian-dp"
@@ -83,6 +83,31 @@ class Claim:
     cost: str
     mu: float | None = None
     ledger_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a claim no audit can test: ε negative or NaN, δ outside [0, 1), μ negative or NaN."""
+        check_claim_number("claimed epsilon", self.epsilon)
+        check_claim_number("claimed delta", self.delta, high=1.0)
+        if self.mu is not None:
+            check_claim_number("claimed mu", self.mu)
+
+
+def check_claim_number(name: str, value: object, *, high: float | None = None) -> float:
+    """``value`` as a float ≥ 0 (and < ``high``): a claim's ε, δ or μ; one line naming ``name`` otherwise.
+
+    +∞ is allowed for ε and μ (a vacuous claim, never refuted); NaN, negatives,
+    booleans and non-numbers are refused, so garbage never reaches a certificate.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{name} is NaN")
+    if number < 0:
+        raise ValueError(f"{name} must be ≥ 0, got {number!r}")
+    if high is not None and not number < high:
+        raise ValueError(f"{name} must be < {high:g}, got {number!r}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -120,6 +145,7 @@ class AuditResult:
     scores_alternative: np.ndarray = field(repr=False, compare=False)
     candidates: int = 1
     ceiling: float | None = None
+    observed_ceiling: float | None = None
 
     @property
     def bound_kind(self) -> str:
@@ -145,19 +171,45 @@ class AuditResult:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
-        """One line: audit, claim, bound (labelled by kind), runs, verdict."""
+        """One line: audit, claim, bound (labelled by kind), ceilings, runs, confidence, verdict."""
         if self.method == CLOPPER_PEARSON:
             bound = f"certified ε ≥ {self.epsilon_lower_bound:7.4f}"
-            if self.ceiling is not None:
-                bound += f" (ceiling {self.ceiling:.3f})"
             verdict = self.verdict
         else:
             bound = (f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
                      f"ε ≥ {self.epsilon_lower_bound:7.4f} "
                      f"assuming a Gaussian tradeoff, certified ε ≥ {self.epsilon_lower_bound_clopper_pearson:.4f}")
             verdict = "μ-GDP refuted" if self.verdict == "violated" else self.verdict
+        ceilings = [f"{label} {value:.3f}" for label, value in (("public", self.ceiling),
+                                                                  ("held-out", self.observed_ceiling))
+                    if value is not None]
+        if ceilings:
+            bound += f" (ceiling {', '.join(ceilings)})"
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  {bound}  "
-                f"runs={self.runs}+{self.holdout_runs}/side  {verdict}")
+                f"runs={self.runs}+{self.holdout_runs}/side  at {_percent(self.confidence)}: {verdict}")
+
+    def plot(self, path: str) -> None:
+        """Save the score plot (both neighbours' histograms, the threshold, :meth:`title`) as a PNG at ``path``."""
+        from audits.plot import plot_result
+
+        plot_result(self, path)
+
+    def title(self) -> str:
+        """A plot title that says "certified" only of the assumption-free bound (docs/audits.md)."""
+        head = f"{self.audit}: claimed ε={self.claimed_epsilon:.3g} (δ={self.claimed_delta:g}), "
+        if self.method == CLOPPER_PEARSON:
+            body = f"certified ε≥{self.epsilon_lower_bound:.3g}"
+        else:
+            body = (f"certified ε≥{self.epsilon_lower_bound_clopper_pearson:.3g}; μ≥{self.mu_lower_bound:.3g} "
+                    f"(claimed {self.claimed_mu:.3g}), ε≥{self.epsilon_lower_bound:.3g} assuming a Gaussian tradeoff")
+        verdict = "μ-GDP refuted" if self.method == GAUSSIAN_DP and self.verdict == "violated" else self.verdict
+        return f"{head}{body}\nat {_percent(self.confidence)} confidence: {verdict}"
+
+
+def _percent(confidence: float) -> str:
+    """``0.95`` as ``95%``, ``0.99926…`` as ``99.926%`` (enough digits to tell a Bonferroni level apart)."""
+    text = f"{100 * confidence:.4g}"
+    return f"{text}%"
 
 
 def huge_budget_account(currency: str) -> Account:
@@ -202,6 +254,41 @@ def approx_accounts(delta: float) -> Iterator[Account]:
             yield account
 
 
+def check_scores(scores: object, runs: int, width: int, name: str = "audit") -> np.ndarray:
+    """``scores`` of ``runs`` runs as a ``(runs, width)`` float array, or a one-line error naming the problem.
+
+    Accepted: real numbers (bool and integer scores too) of shape ``(runs,)``
+    when ``width == 1``, or ``(runs, width)``; ±∞ is allowed (an output that is
+    impossible under one neighbour is how a porous mechanism shows). Refused:
+    non-numeric or complex scores, any other shape (never reshaped to fit), NaN.
+    """
+    array = np.asarray(scores)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: scores must be real numbers, got an array of dtype {array.dtype} "
+                        f"(from {type(scores).__name__})")
+    if array.shape == (runs,) and width == 1:
+        array = array.reshape(runs, 1)
+    if array.shape != (runs, width):
+        expected = f"({runs},) or ({runs}, 1)" if width == 1 else f"({runs}, {width})"
+        raise ValueError(f"{name}: scores of {runs} runs must have shape {expected}, got {array.shape}")
+    array = array.astype(float)
+    nan = np.isnan(array)
+    if nan.any():
+        raise ValueError(f"{name}: scores contain NaN ({int(nan.sum())} of {array.size}, first at run "
+                         f"{int(np.argwhere(nan)[0][0])}); a score must be a number or ±inf")
+    return array
+
+
+def _candidate_thresholds(null: np.ndarray, alternative: np.ndarray, candidates: int) -> np.ndarray:
+    """The distinct scores, thinned to about ``candidates`` quantiles of the finite ones; ±∞ kept as they are."""
+    values = np.unique(np.concatenate([null, alternative]))
+    if values.size <= candidates:
+        return values
+    finite = values[np.isfinite(values)]
+    thinned = np.quantile(finite, np.linspace(0.0, 1.0, candidates)) if finite.size else finite
+    return np.unique(np.concatenate([thinned, values[~np.isfinite(values)]]))
+
+
 def _check_runs(runs: object, name: str = "runs", minimum: int = 10) -> int:
     return check_int(name, runs, minimum)
 
@@ -221,8 +308,6 @@ class Audit(ABC):
     method: Method = CLOPPER_PEARSON
     statistics: tuple[str, ...] = ("likelihood ratio",)
     chunk: int = 100_000
-    #: Spend held-out runs on choosing a test even when tests are planned (False: planned tests only).
-    use_holdout: bool = True
     compute_engine: str = "local"
     n_jobs: int = 1
     #: The constructor arguments, recorded by ``__new__`` (see ``__reduce__``).
@@ -295,11 +380,7 @@ class Audit(ABC):
 
     def _chunk_scores(self, neighbour: int, task: tuple[int, np.random.Generator]) -> np.ndarray:
         size, rng = task
-        width = len(self.statistics)
-        part = np.asarray(self.scores(neighbour, size, rng), dtype=float).reshape(size, -1)
-        if part.shape != (size, width):
-            raise RuntimeError(f"{self.name}: scores returned shape {part.shape}, expected ({size}, {width})")
-        return part
+        return check_scores(self.scores(neighbour, size, rng), size, len(self.statistics), self.name)
 
     def _bound(self, false_positives: int, runs_null: int, false_negatives: int, runs_alternative: int,
                delta: float, confidence: float) -> float:
@@ -327,9 +408,7 @@ class Audit(ABC):
         best, choice = (-math.inf, -math.inf), (0, 0.0)
         for column in range(null.shape[1]):
             null_column, alternative_column = np.sort(null[:, column]), np.sort(alternative[:, column])
-            values = np.unique(np.concatenate([null_column, alternative_column]))
-            if values.size > candidates:
-                values = np.unique(np.quantile(values, np.linspace(0.0, 1.0, candidates)))
+            values = _candidate_thresholds(null_column, alternative_column, candidates)
             false_positives = null_column.size - np.searchsorted(null_column, values, side="left")
             false_negatives = np.searchsorted(alternative_column, values, side="left")
             for value, a, b in zip(values, false_positives, false_negatives, strict=True):
@@ -343,9 +422,51 @@ class Audit(ABC):
                     best, choice = (certified, estimate), (column, float(value))
         return choice
 
+    def observed_ceiling(self, null: np.ndarray, alternative: np.ndarray, runs: int, delta: float,
+                         confidence: float, candidates: int = 200) -> float:
+        """The most a test "score ≥ c" certifies at ``runs`` per side if the rates were the held-out ones.
+
+        :func:`audits.bounds.ceiling_from_tails` at the empirical tails of the
+        held-out scores (every statistic, up to ``candidates`` thresholds each):
+        the ceiling as the data show it, not as the public parameters predict it
+        (a bug that moves the output law moves this one, not :meth:`ceiling`).
+        """
+        best = 0.0
+        for column in range(null.shape[1]):
+            null_column, alternative_column = np.sort(null[:, column]), np.sort(alternative[:, column])
+            values = _candidate_thresholds(null_column, alternative_column, candidates)
+            null_tail = 1.0 - np.searchsorted(null_column, values, side="left") / null_column.size
+            alternative_tail = 1.0 - np.searchsorted(alternative_column, values, side="left") / alternative_column.size
+            bound, _ = bounds.ceiling_from_tails(null_tail, alternative_tail, runs, delta=delta, confidence=confidence)
+            best = max(best, bound)
+        return best
+
+    def _certify(self, candidates: list[tuple[int, float]], null_all: np.ndarray, alternative_all: np.ndarray,
+                 claim: Claim, level: float) -> tuple[float, int, float, int, int, float, float]:
+        """The best candidate test on the main runs: (key, column, threshold, FP, FN, μ_LB, ε_CP), each at ``level``."""
+        runs = null_all.shape[0]
+        best: tuple[float, int, float, int, int, float, float] | None = None
+        for column, threshold in candidates:
+            null, alternative = null_all[:, column], alternative_all[:, column]
+            false_positives = int(np.count_nonzero(null >= threshold))
+            false_negatives = int(np.count_nonzero(alternative < threshold))
+            mu_lb = bounds.gdp_mu_lower_bound(false_positives, runs, false_negatives, runs, confidence=level)
+            eps_cp = bounds.epsilon_lower_bound(false_positives, runs, false_negatives, runs,
+                                                delta=claim.delta, confidence=level)
+            key = mu_lb if self.method == GAUSSIAN_DP else eps_cp
+            if best is None or key > best[0]:
+                best = (key, column, threshold, false_positives, false_negatives, mu_lb, eps_cp)
+        assert best is not None  # candidates is never empty: the held-out choice is always one
+        return best
+
     def run(self, runs: int = 100_000, seed: int = 0, *, holdout_runs: int | None = None,
             confidence: float = 0.95) -> AuditResult:
-        """Play the audit: held-out runs pick the threshold, main runs certify the bound.
+        """Play the audit: held-out runs pick a threshold, main runs certify the bound.
+
+        The candidate tests are the held-out choice and any planned from public
+        parameters (:meth:`planned_thresholds`), certified together (Bonferroni),
+        so a bug that moves the output away from the public parameters is still
+        tested where it shows (docs/audits.md, "Tests chosen where they have power").
 
         Parameters
         ----------
@@ -361,33 +482,20 @@ class Audit(ABC):
         runs = _check_runs(runs)
         holdout_runs = max(1000, runs // 5) if holdout_runs is None else _check_runs(holdout_runs, "holdout_runs")
         seed = check_int("seed", seed, 0)
+        confidence = bounds.check_confidence(confidence)
         start = time.perf_counter()
         claim = self.claim()
+        if not isinstance(claim, Claim):
+            raise TypeError(f"{self.name}: claim() must return an audits.Claim, got {type(claim).__name__}")
         holdout_rng, main_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
-        planned = self.planned_thresholds(claim, runs)
-        if self.use_holdout or not planned:
-            held_null = self.sample(0, holdout_runs, holdout_rng)
-            held_alternative = self.sample(1, holdout_runs, holdout_rng)
-            planned = [*planned, self.choose_threshold(held_null, held_alternative, claim.delta, confidence)]
-        else:
-            holdout_runs = 0
+        held_null, held_alternative = self.sample(0, holdout_runs, holdout_rng), self.sample(1, holdout_runs, holdout_rng)
+        planned = [*self.planned_thresholds(claim, runs),
+                   self.choose_threshold(held_null, held_alternative, claim.delta, confidence)]
         candidates = list(dict.fromkeys(planned))
         level = 1.0 - (1.0 - confidence) / len(candidates)
         null_all, alternative_all = self.sample(0, runs, main_rng), self.sample(1, runs, main_rng)
-        best: tuple[float, int, float, int, int, float, float] | None = None
-        for column, threshold in candidates:
-            null, alternative = null_all[:, column], alternative_all[:, column]
-            false_positives = int(np.count_nonzero(null >= threshold))
-            false_negatives = int(np.count_nonzero(alternative < threshold))
-            mu_lb = bounds.gdp_mu_lower_bound(false_positives, runs, false_negatives, runs, confidence=level)
-            eps_cp = bounds.epsilon_lower_bound(false_positives, runs, false_negatives, runs,
-                                                delta=claim.delta, confidence=level)
-            key = mu_lb if self.method == GAUSSIAN_DP else eps_cp
-            if best is None or key > best[0]:
-                best = (key, column, threshold, false_positives, false_negatives, mu_lb, eps_cp)
-        assert best is not None  # candidates is never empty: the held-out choice joins when nothing is planned
-        _, column, threshold, false_positives, false_negatives, mu_lb, eps_cp = best
-        null, alternative = null_all[:, column], alternative_all[:, column]
+        _, column, threshold, false_positives, false_negatives, mu_lb, eps_cp = self._certify(
+            candidates, null_all, alternative_all, claim, level)
         if self.method == GAUSSIAN_DP:
             if claim.mu is None:
                 raise RuntimeError(f"{self.name}: the Gaussian-DP route needs a claimed mu")
@@ -405,6 +513,7 @@ class Audit(ABC):
             false_positives=false_positives, false_negatives=false_negatives, confidence=confidence,
             verdict="violated" if violated else "consistent", seed=int(seed),
             seconds=time.perf_counter() - start, parameters=self.parameters(),
-            scores_null=null, scores_alternative=alternative, candidates=len(candidates),
-            ceiling=self.ceiling(claim, runs, confidence),
+            scores_null=null_all[:, column], scores_alternative=alternative_all[:, column],
+            candidates=len(candidates), ceiling=self.ceiling(claim, runs, confidence),
+            observed_ceiling=self.observed_ceiling(held_null, held_alternative, runs, claim.delta, level),
         )

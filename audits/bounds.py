@@ -20,6 +20,11 @@ negatives (``D1`` runs called ``D0``). Three ways to certify a lower bound:
   guesses, v of them right; an (ε, δ)-DP mechanism gives
   ``P[W ≥ v] ≤ P[Bin(r, q) ≥ v] + 2mδ max_{1≤i≤v} P[v − i ≤ Bin(r, q) < v]/i``
   with ``q = e^ε/(1 + e^ε)``.
+* One run, f-DP (Mahloujifar, Melis, Chaudhuri 2025, "Auditing f-differential
+  privacy in one run", ICML): the same guesses tested against a whole tradeoff
+  curve f through a recursion on f's inverse blow-up (:func:`one_run_fdp_rejects`,
+  docs/audits.md). Against the (ε, δ) curve it is assumption-free like
+  Steinke's; against the Gaussian curves it assumes a Gaussian tradeoff.
 
 Confidence: the two rates are bounded each at level ``α/2`` (union bound), so
 the certified statement holds with probability at least ``1 − α``.
@@ -29,6 +34,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
+from statistics import NormalDist
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -37,6 +44,7 @@ from accounting.validation import check_int, check_positive, check_probability, 
 
 __all__ = [
     "ceiling_from_tails",
+    "check_confidence",
     "clopper_pearson_upper",
     "epsilon_from_rates",
     "epsilon_lower_bound",
@@ -46,11 +54,15 @@ __all__ = [
     "gdp_mu_from_rates",
     "gdp_mu_lower_bound",
     "one_run_epsilon_lower_bound",
+    "one_run_fdp_epsilon_lower_bound",
+    "one_run_fdp_rejects",
+    "one_run_gdp_epsilon_lower_bound",
+    "one_run_gdp_mu_lower_bound",
     "one_run_p_value",
 ]
 
 
-def _check_confidence(confidence: float) -> float:
+def check_confidence(confidence: float) -> float:
     return check_probability("confidence", confidence)
 
 
@@ -133,7 +145,7 @@ def epsilon_lower_bound(false_positives: int, runs_null: int, false_negatives: i
     confidence : float
         Probability, over the audit's runs, that the bound is valid.
     """
-    alpha = 1.0 - _check_confidence(confidence)
+    alpha = 1.0 - check_confidence(confidence)
     _check_counts(false_positives, runs_null, "false positive")
     _check_counts(false_negatives, runs_alternative, "false negative")
     fpr_ub = clopper_pearson_upper(int(false_positives), int(runs_null), alpha / 2)
@@ -159,7 +171,7 @@ def gdp_mu_lower_bound(false_positives: int, runs_null: int, false_negatives: in
     bounds at level ``α/2`` each. A mechanism that is μ-GDP for ``μ < μ_LB``
     would, with probability ≥ ``confidence``, not have produced these counts.
     """
-    alpha = 1.0 - _check_confidence(confidence)
+    alpha = 1.0 - check_confidence(confidence)
     _check_counts(false_positives, runs_null, "false positive")
     _check_counts(false_negatives, runs_alternative, "false negative")
     fpr_ub = clopper_pearson_upper(int(false_positives), int(runs_null), alpha / 2)
@@ -273,7 +285,7 @@ def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *,
     is valid even where ``p`` is not monotone; it is located by a grid scan
     and refined by bisection.
     """
-    alpha = 1.0 - _check_confidence(confidence)
+    alpha = 1.0 - check_confidence(confidence)
     _check_one_run(canaries, guesses, correct)
     delta = _bound_delta(delta)
 
@@ -323,3 +335,125 @@ def ceiling_from_tails(null_tail: np.ndarray, alternative_tail: np.ndarray, runs
         if bound > best:
             best, index = bound, i
     return best, index
+
+
+def _approx_dp_inverse_blow_up(epsilon: float, delta: float) -> Callable[[float], float]:
+    """y ↦ the least P-mass of an event whose Q-mass may be y under (ε, δ)-DP.
+
+    The (ε, δ) tradeoff curve is ``f(x) = max(0, 1 − δ − e^ε x, e^{−ε}(1 − δ − x))``
+    (Dong, Roth, Su 2022, Prop. 2.5); its blow-up ``1 − f`` is the minimum of three
+    increasing pieces, so its inverse is the maximum of theirs:
+    ``max(0, (y − δ)e^{−ε}, 1 − δ − e^{ε}(1 − y))``.
+    """
+    grow, shrink = math.exp(epsilon), math.exp(-epsilon)
+
+    def inverse(y: float) -> float:
+        return max(0.0, (y - delta) * shrink, 1.0 - delta - grow * (1.0 - y))
+    return inverse
+
+
+def _gaussian_inverse_blow_up(mu: float) -> Callable[[float], float]:
+    """y ↦ ``Φ(Φ⁻¹(y) − μ)``: the inverse blow-up of μ-GDP (tradeoff ``Φ(Φ⁻¹(1 − x) − μ)``)."""
+    normal = NormalDist()
+
+    def inverse(y: float) -> float:
+        if y <= 0.0:
+            return 0.0
+        if y >= 1.0:
+            return 1.0
+        return normal.cdf(normal.inv_cdf(y) - mu)
+    return inverse
+
+
+def one_run_fdp_rejects(inverse_blow_up: Callable[[float], float], canaries: int, guesses: int, correct: int,
+                        alpha: float) -> bool:
+    """Whether ``correct`` right out of ``guesses`` on ``canaries`` rejects the tradeoff curve at level ``alpha``.
+
+    Mahloujifar, Melis & Chaudhuri (2025), the one-run bound for an f-DP
+    mechanism (membership guesses, alphabet of 2): starting from
+    ``r_v = α v/m`` and ``h_v = α (r − v)/m`` (m canaries, r guesses, v right),
+    for i = v − 1, …, 0::
+
+        h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})),      r_i = r_{i+1} + i/(r − i) · (h_i − h_{i+1}),
+
+    with ``f̄⁻¹`` the inverse blow-up of the curve (``inverse_blow_up``). If the
+    mechanism were f-DP and ``P[≥ v right] ≥ α``, then ``r_0 + h_0 ≤ r/m``; so
+    ``r_0 + h_0 > r/m`` rejects f-DP at level α. ``r_i`` is capped at 1 (it
+    bounds a probability mass; the cap only shrinks it, so it is conservative).
+    A step that leaves h unchanged leaves every later step unchanged: the loop stops there.
+    """
+    _check_one_run(canaries, guesses, correct)
+    check_probability("alpha", alpha)
+    if correct == 0:
+        return False
+    r = alpha * correct / canaries
+    h = alpha * (guesses - correct) / canaries
+    for i in range(correct - 1, -1, -1):
+        h_next = max(h, inverse_blow_up(r))
+        if h_next == h:
+            break
+        r = min(1.0, r + i / (guesses - i) * (h_next - h))
+        h = h_next
+    return r + h > guesses / canaries
+
+
+def _supremum_rejected(rejected: Callable[[float], bool], upper: float, steps: int = 40) -> float:
+    """``sup{x ≥ 0 : rejected(x)}`` by a grid scan over [0, upper] (doubled until its end is not rejected) and bisection.
+
+    Rejecting the hypothesis at x rejects every stronger one (smaller x), so
+    the supremum is valid even where the test is not monotone.
+    """
+    if not rejected(0.0):
+        return 0.0
+    while rejected(upper):
+        upper *= 2.0
+    grid = np.linspace(0.0, upper, 25)
+    flags = [rejected(float(x)) for x in grid]
+    last = max(i for i, flag in enumerate(flags) if flag)
+    low, high = float(grid[last]), float(grid[last + 1])
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if rejected(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def one_run_fdp_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *, delta: float = 0.0,
+                                    confidence: float = 0.95) -> float:
+    """Certified ε lower bound from one run, against the (ε, δ) tradeoff curve (Mahloujifar et al. 2025).
+
+    The largest ε whose (ε, δ)-DP curve :func:`one_run_fdp_rejects` rejects at
+    level ``1 − confidence``. Assumption-free, on the same (m, r, v) as
+    :func:`one_run_epsilon_lower_bound` (Steinke et al.), and at least as high
+    up to the search's resolution (docs/audits.md has the table).
+    """
+    alpha = 1.0 - check_confidence(confidence)
+    _check_one_run(canaries, guesses, correct)
+    delta = _bound_delta(delta)
+    upper = 2.0 * math.log(max(guesses, 2) / math.log(1 / alpha) + 1.0) + 2.0
+    return _supremum_rejected(
+        lambda eps: one_run_fdp_rejects(_approx_dp_inverse_blow_up(eps, delta), canaries, guesses, correct, alpha),
+        upper)
+
+
+def one_run_gdp_mu_lower_bound(canaries: int, guesses: int, correct: int, *, confidence: float = 0.95) -> float:
+    """The largest μ whose μ-GDP curve the one-run guesses reject (Mahloujifar et al. 2025): assumes a Gaussian tradeoff."""
+    alpha = 1.0 - check_confidence(confidence)
+    _check_one_run(canaries, guesses, correct)
+    return _supremum_rejected(
+        lambda mu: one_run_fdp_rejects(_gaussian_inverse_blow_up(mu), canaries, guesses, correct, alpha), 4.0)
+
+
+def one_run_gdp_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *, delta: float,
+                                    confidence: float = 0.95) -> float:
+    """ε at ``delta`` of the weakest Gaussian mechanism the one-run guesses refute: ASSUMES a Gaussian tradeoff.
+
+    :func:`one_run_gdp_mu_lower_bound` read through the Gaussian privacy curve
+    (:func:`gdp_epsilon`). Valid only for mechanisms whose tradeoff curve is
+    Gaussian (the Gaussian mechanism); not comparable with the assumption-free bounds.
+    """
+    delta = check_probability("delta", delta)
+    mu = one_run_gdp_mu_lower_bound(canaries, guesses, correct, confidence=confidence)
+    return gdp_epsilon(mu, delta)

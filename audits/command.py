@@ -1,9 +1,13 @@
-"""``dpglm audit NAME|all``: run privacy audits, print the table, save JSON and score plots.
+"""``dpglm audit NAME|all`` and ``dpglm audit --mechanism MODULE:ATTRIBUTE``: run privacy audits, print, save.
 
-For every audit and ε it prints the claimed (ε, δ), the certified lower bound
-at 95 %, the runs used and the verdict; it writes ``NAME-epsE.json`` (the full
-result record) and ``NAME-epsE.png`` (histograms of the chosen statistic on
-the two neighbours, with the threshold) under ``--out``, and a summary
+For every audit and ε it prints the claimed (ε, δ), the certified lower bound,
+its confidence level, the runs used and the verdict, each line tagged
+``[real]`` or ``[planted]``; it writes ``NAME-epsE.json`` (the full result
+record) and ``NAME-epsE.png`` (histograms of the chosen statistic on the two
+neighbours, with the threshold, titled with the certified bound only) under
+``--out``/FOLDER — FOLDER the audit's name, ``all``, or the user attribute,
+``-quick`` appended for ``--quick`` — so no command overwrites another's
+results; and a summary
 ``summary.json`` / ``summary.csv`` (JSON strict: an infinite bound is ``null``).
 The bandit coupling audits have no score distribution (their output is two
 action sequences) and no plot. ``--engine``, ``--jobs``, ``--address`` choose
@@ -25,18 +29,24 @@ import sys
 import time
 
 from audits.base import Audit
-from audits.catalogue import CATALOGUE, family_confidence, get_spec
+from audits.catalogue import CATALOGUE, AuditSpec, family_confidence, get_spec
+from audits.custom import MechanismAudit
+from audits.plot import plot_result
 from audits.engine import engine_session
 from dpglm.engine.engine import add_engine_arguments, engine_from_args
 from dpglm.engine.results import strict_json
 
-SUMMARY_FIELDS = ("audit", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
-                  "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "seed", "seconds")
+SUMMARY_FIELDS = ("audit", "planted", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
+                  "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "ceiling", "observed_ceiling", "seed",
+                  "seconds")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="MECHANISM",
+    parser.add_argument("name", metavar="MECHANISM", nargs="?", default=None,
                         help=f"an audit name or 'all': {', '.join(sorted(CATALOGUE))}")
+    parser.add_argument("--mechanism", metavar="MODULE:ATTRIBUTE", default=None,
+                        help="audit your own mechanism: an audits.MechanismAudit (or a function returning one) "
+                             "at MODULE:ATTRIBUTE (MODULE a dotted name or a .py path); its planted= variant too")
     parser.add_argument("--runs", type=int, default=None,
                         help="main runs per neighbour (default: the audit's own, see audits/catalogue.py)")
     parser.add_argument("--epsilon", type=float, action="append", default=None,
@@ -44,51 +54,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small run counts and sizes (about a minute for all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every audit's generator (default 0)")
     parser.add_argument("--out", default=os.path.join("results", "audits"),
-                        help="directory for JSON results and PNG plots (default results/audits)")
+                        help="directory for JSON results and PNG plots, each command in its own subfolder: "
+                             "OUT/NAME, OUT/all, OUT/NAME-quick, ... (default results/audits)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG score plots")
     add_engine_arguments(parser, jobs=2)
 
 
-def _plot(result, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    null, alternative = result.scores_null, result.scores_alternative
-    pooled = np.concatenate([null, alternative])
-    low, high = np.quantile(pooled, [0.001, 0.999])
-    integer = np.all(pooled == np.round(pooled)) and high - low <= 200
-    edges = np.arange(low - 0.5, high + 1.5) if integer else np.linspace(low, high, 80)
-    bins: list[float] = edges.tolist()
-    figure, axis = plt.subplots(figsize=(6.4, 3.8))
-    axis.hist(null, bins=bins, alpha=0.55, density=True, label="D0 (null)")
-    axis.hist(alternative, bins=bins, alpha=0.55, density=True, label="D1 (alternative)")
-    axis.axvline(result.threshold, color="black", linestyle="--", linewidth=1, label="threshold")
-    axis.set_xlabel(result.statistic)
-    axis.set_ylabel("density")
-    axis.set_title(f"{result.audit}: claimed ε={result.claimed_epsilon:.3g}, "
-                   f"certified ε≥{result.epsilon_lower_bound:.3g} ({result.verdict})", fontsize=9)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
 def run(args: argparse.Namespace) -> int:
-    names = sorted(CATALOGUE, key=lambda n: (CATALOGUE[n].expected, n)) if args.name == "all" else [args.name]
-    specs = [get_spec(name) for name in names]
+    if (args.name is None) == (args.mechanism is None):
+        raise ValueError("give an audit name (or 'all') or --mechanism MODULE:ATTRIBUTE, not both or neither")
+    if args.mechanism is not None:
+        specs, folder = custom_specs(args.mechanism), args.mechanism.rsplit(":", 1)[-1]
+    else:
+        names = sorted(CATALOGUE, key=lambda n: (CATALOGUE[n].expected, n)) if args.name == "all" else [args.name]
+        specs, folder = [get_spec(name) for name in names], args.name
     if args.runs is not None and args.runs < 10:
         raise ValueError(f"--runs must be ≥ 10, got {args.runs}")
     if args.epsilon is not None and not all(e > 0 for e in args.epsilon):
         raise ValueError(f"--epsilon must be > 0, got {args.epsilon}")
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
+    # Every command writes into its own subfolder, so no command overwrites another's summary or plots.
+    args.out = os.path.join(args.out, folder + ("-quick" if args.quick else ""))
     engine = engine_from_args(args)  # an optional engine that is not installed: ImportError naming it
     args.engine = engine.engine
     os.makedirs(args.out, exist_ok=True)
-    tasks = [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)]
+    tasks: list[tuple[AuditSpec, float | None]] = (
+        [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)] if args.mechanism is None
+        else [(spec, None) for spec in specs])  # a user audit carries its own claim: no ε grid
     with engine_session(engine) as running:
         rows, failures, elapsed = _run_tasks(tasks, args)
         print(running.summary(), file=sys.stderr)
@@ -123,16 +116,78 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
             audit.compute_engine, audit.n_jobs = args.engine, args.jobs
         runs = args.runs or (spec.quick_runs if args.quick else spec.runs)
         result = audit.run(runs, seed=args.seed, confidence=level)
-        stem = os.path.join(args.out, f"{spec.name}-eps{eps:g}")
+        stem = os.path.join(args.out, spec.name if eps is None else f"{spec.name}-eps{eps:g}")
         with open(stem + ".json", "w", encoding="utf-8") as handle:
             record = result.to_dict() if hasattr(result, "to_dict") else json.loads(result.to_json())
             handle.write(strict_json(record, indent=2, sort_keys=True))
         if not args.no_plots and hasattr(result, "scores_null"):
-            _plot(result, stem + ".png")
+            plot_result(result, stem + ".png")
         ok = result.verdict == spec.expected
         failures += not ok
         row = {field: getattr(result, field, None) for field in SUMMARY_FIELDS}
         row["expected"], row["confidence"] = spec.expected, level
+        row["planted"] = spec.expected == "violated"
         rows.append(row)
-        tqdm.write(result.summary() + ("" if ok else f"   <-- expected {spec.expected}"), file=sys.stdout)
+        tag = "[planted] " if spec.expected == "violated" else "[real]    "
+        tqdm.write(tag + result.summary() + ("" if ok else f"   <-- expected {spec.expected}"), file=sys.stdout)
     return rows, failures, time.perf_counter() - start
+
+
+class _PlantedRun:
+    """``run()`` audits a user audit's ``planted=`` variant (expected "violated"): the power check."""
+
+    def __init__(self, audit: MechanismAudit) -> None:
+        self.audit = audit
+
+    def run(self, runs: int, seed: int = 0, *, confidence: float = 0.95) -> object:
+        return self.audit.run_planted(runs, seed, confidence=confidence)
+
+
+def load_audit(target: str) -> Audit:
+    """The audit at ``MODULE:ATTRIBUTE`` (an :class:`audits.base.Audit`, or a function of no arguments returning one).
+
+    ``MODULE`` is a dotted module name (found from the current directory too) or
+    a path to a ``.py`` file. Every failure is one line naming what is wrong.
+    """
+    import importlib
+    import importlib.util
+
+    module_name, sep, attribute = target.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"--mechanism must be MODULE:ATTRIBUTE, got {target!r}")
+    if module_name.endswith(".py"):
+        if not os.path.isfile(module_name):
+            raise ValueError(f"--mechanism: no file {module_name!r}")
+        spec = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3], module_name)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"--mechanism: cannot load {module_name!r}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            raise ImportError(f"--mechanism: no module {module_name!r} ({error})") from None
+    value: object = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ValueError(f"--mechanism: {module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    if not isinstance(value, Audit) and callable(value) and not isinstance(value, type):
+        value = value()
+    if not isinstance(value, Audit):
+        raise TypeError(f"--mechanism: {target} is a {type(value).__name__}, not an audits.MechanismAudit "
+                        "(or a function returning one)")
+    return value
+
+
+def custom_specs(target: str) -> list[AuditSpec]:
+    """The user's audit as a real row (expected "consistent") and, with ``planted=``, a planted row."""
+    audit = load_audit(target)
+    specs = [AuditSpec(audit.name, lambda eps, quick: audit, 10_000, 2_000, "consistent", (), "user mechanism")]
+    if isinstance(audit, MechanismAudit) and audit.planted is not None:
+        specs.append(AuditSpec(f"{audit.name}-planted", lambda eps, quick: _PlantedRun(audit), 10_000, 2_000,
+                               "violated", (), "user mechanism's planted variant"))
+    return specs

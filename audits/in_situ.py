@@ -170,6 +170,7 @@ class InSituReport:
     seed: int
     seconds: float
     parameters: dict
+    confidence: float = 0.95
     method: str = "in situ (mechanisms as the policy built them)"
     statistic: str = "per mechanism"
 
@@ -181,7 +182,8 @@ class InSituReport:
 
     def summary(self) -> str:
         head = (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g}) for the whole "
-                f"policy; {len(self.rows)} rows at level α/{len(self.rows)}  {self.verdict}")
+                f"policy; {len(self.rows)} rows at level α/{len(self.rows)}, at {100 * self.confidence:.4g}% "
+                f"overall: {self.verdict}")
         lines = [head]
         lines += [f"    {row['label']}: {row['summary']}" for row in self.rows]
         return "\n".join(lines)
@@ -370,7 +372,7 @@ class InSituAudit:
         return InSituReport(
             audit=self.name, mechanism=self.mechanism, claimed_epsilon=self.epsilon, claimed_delta=self.delta,
             rows=tuple(rows), epsilon_lower_bound=best, verdict="violated" if violated else "consistent",
-            seed=seed, seconds=time.perf_counter() - start,
+            seed=seed, seconds=time.perf_counter() - start, confidence=confidence,
             parameters={"policy_class": self.policy_class.__name__, "horizon": self.horizon,
                         "mechanisms_recorded": [r.cls.__name__ for r in records], "level_per_row": level},
         )

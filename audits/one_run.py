@@ -10,6 +10,13 @@ on the rest (r = 2k guesses), and counts the correct guesses v; Theorem 5.2 of
 the paper turns (m, r, v) into a certified ε lower bound
 (:func:`audits.bounds.one_run_epsilon_lower_bound`).
 
+The same (m, r, v) is also read through Mahloujifar, Melis & Chaudhuri's f-DP
+analysis (2025): against the (ε, δ) tradeoff curve (assumption-free, like
+Steinke's) and against the Gaussian curves (an ε that assumes a Gaussian
+tradeoff, labelled so). The verdict is "violated" when either assumption-free
+reading exceeds the claim, each certified at level α/2 (Bonferroni over the two);
+"μ-GDP refuted" when only the Gaussian reading does.
+
 k is chosen before the run from public information only: the value that
 maximises the bound at the expected number of correct guesses under the
 claimed Gaussian (it never looks at the coins).
@@ -28,14 +35,26 @@ from scipy import stats
 
 from accounting.validation import check_int, check_positive, check_probability
 from audits.base import huge_budget_account
-from audits.bounds import gdp_epsilon, gdp_mu_for_epsilon, one_run_epsilon_lower_bound
+from audits.bounds import (
+    gdp_epsilon,
+    gdp_mu_for_epsilon,
+    one_run_epsilon_lower_bound,
+    one_run_fdp_epsilon_lower_bound,
+    one_run_gdp_mu_lower_bound,
+)
 
 __all__ = ["OneRunGaussianAudit", "OneRunReport"]
 
 
 @dataclass(frozen=True)
 class OneRunReport:
-    """Claim, certified bound and canary counts of one one-run audit."""
+    """Claim, the three one-run readings and canary counts of one one-run audit.
+
+    ``epsilon_lower_bound`` is the larger of the two assumption-free bounds
+    (Steinke et al.; f-DP against the (ε, δ) curve), each at level α/2;
+    ``epsilon_lower_bound_gdp`` assumes a Gaussian tradeoff (μ-GDP refuted
+    when ``mu_lower_bound`` exceeds ``claimed_mu``).
+    """
 
     audit: str
     mechanism: str
@@ -51,7 +70,14 @@ class OneRunReport:
     seed: int
     seconds: float
     parameters: dict
-    method: str = "one run (Steinke et al. 2023)"
+    epsilon_lower_bound_steinke: float = 0.0
+    epsilon_lower_bound_fdp: float = 0.0
+    epsilon_lower_bound_gdp: float = 0.0
+    mu_lower_bound: float = 0.0
+    claimed_mu: float = 0.0
+    confidence: float = 0.95
+    refuted_by: str | None = None
+    method: str = "one run (Steinke et al. 2023; f-DP, Mahloujifar et al. 2025)"
     statistic: str = "k largest / k smallest outputs"
 
     @property
@@ -67,8 +93,18 @@ class OneRunReport:
 
     def summary(self) -> str:
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
-                f"certified ε ≥ {self.epsilon_lower_bound:7.4f} [one run]  m={self.canaries} canaries, "
-                f"{self.correct}/{self.guesses} right  {self.verdict}")
+                f"certified ε ≥ {self.epsilon_lower_bound_steinke:.4f} [Steinke], "
+                f"≥ {self.epsilon_lower_bound_fdp:.4f} [f-DP, (ε, δ) curve]; "
+                f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: ε ≥ {self.epsilon_lower_bound_gdp:.4f} "
+                f"assuming a Gaussian tradeoff  [one run] m={self.canaries} canaries, {self.correct}/{self.guesses} "
+                f"right  at {100 * self.confidence:.4g}%: {self._verdict()}")
+
+    def _verdict(self) -> str:
+        return "μ-GDP refuted" if self.refuted_by == "μ-GDP" else self.verdict
+
+    def title(self) -> str:
+        return (f"{self.audit}: claimed ε={self.claimed_epsilon:.3g}, certified ε≥{self.epsilon_lower_bound:.3g}; "
+                f"ε≥{self.epsilon_lower_bound_gdp:.3g} assuming a Gaussian tradeoff ({self._verdict()})")
 
 
 class OneRunGaussianAudit:
@@ -127,20 +163,34 @@ class OneRunGaussianAudit:
         start = time.perf_counter()
         rng = np.random.default_rng(seed)
         mechanism = self.mechanism_class(huge_budget_account("zcdp"), 1.0, rng, cost=ZCDP(self.rho))
-        mu_claimed = math.sqrt(2 * float(self.rho))
-        k = self.planned_half_guesses(mu_claimed)
+        k = self.planned_half_guesses(math.sqrt(2 * float(self.rho)))
         coins = rng.random(self.canaries) < 0.5
         release = mechanism.release(coins.astype(float), note="audit: one-run canaries")
         rho = float(release.receipt.cost.rho)
         claimed = gdp_epsilon(math.sqrt(2 * rho), self.delta)
         order = np.argsort(np.asarray(release.value))
         correct = int(coins[order[-k:]].sum() + (~coins[order[:k]]).sum())
-        bound = one_run_epsilon_lower_bound(self.canaries, 2 * k, correct, delta=self.delta, confidence=confidence)
+        readings = _readings(self.canaries, 2 * k, correct, self.delta, confidence)
+        mu_claimed = math.sqrt(2 * rho)
+        certified = max(readings["steinke"], readings["fdp"])
+        refuted_by = ("certified" if certified > claimed else
+                      "μ-GDP" if readings["mu"] > mu_claimed else None)
         return OneRunReport(
             audit=self.name, mechanism=self.mechanism, claimed_epsilon=claimed, claimed_delta=self.delta,
-            claimed_cost=str(release.receipt.cost), epsilon_lower_bound=bound, runs=1, canaries=self.canaries,
-            guesses=2 * k, correct=correct, verdict="violated" if bound > claimed else "consistent", seed=seed,
+            claimed_cost=str(release.receipt.cost), epsilon_lower_bound=certified, runs=1, canaries=self.canaries,
+            guesses=2 * k, correct=correct, verdict="consistent" if refuted_by is None else "violated", seed=seed,
             seconds=time.perf_counter() - start,
             parameters={"target_epsilon": self.epsilon, "rho": float(self.rho),
                         "mechanism_class": self.mechanism_class.__name__},
+            epsilon_lower_bound_steinke=readings["steinke"], epsilon_lower_bound_fdp=readings["fdp"],
+            epsilon_lower_bound_gdp=gdp_epsilon(readings["mu"], self.delta), mu_lower_bound=readings["mu"],
+            claimed_mu=mu_claimed, confidence=confidence, refuted_by=refuted_by,
         )
+
+
+def _readings(canaries: int, guesses: int, correct: int, delta: float, confidence: float) -> dict[str, float]:
+    """The two assumption-free bounds at level α/2 each (Bonferroni) and the Gaussian-curve μ at level α."""
+    split = 1.0 - (1.0 - confidence) / 2
+    return {"steinke": one_run_epsilon_lower_bound(canaries, guesses, correct, delta=delta, confidence=split),
+            "fdp": one_run_fdp_epsilon_lower_bound(canaries, guesses, correct, delta=delta, confidence=split),
+            "mu": one_run_gdp_mu_lower_bound(canaries, guesses, correct, confidence=confidence)}

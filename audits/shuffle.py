@@ -123,7 +123,6 @@ class ShuffleBitSumReleaseAudit(_BitSumPair):
 
     statistics = ("count (likelihood ratio increasing in it)",)
     chunk = 20_000
-    use_holdout = False  # one statistic, and its optimal test is planned from the public γ
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 1000,
                  mechanism_class: type | None = None, name: str = "shuffle-release") -> None:

@@ -104,7 +104,6 @@ class ShuffleVectorSumAudit(Audit):
     method = CLOPPER_PEARSON
     statistics = ("ones summed over the coordinates",)
     chunk = 10_000
-    use_holdout = False
 
     def __init__(self, epsilon: float, delta: float = 1e-5, *, n_users: int = 50, d: int = 2, bound: float = 1.0,
                  method: str = "counts", inputs: str = "l2", mechanism_class: type | None = None,

@@ -223,6 +223,10 @@ class ShuffleBitSum(_ChargedShuffleSum):
         a = self.gamma / 2.0
         return self.n_users * a * (1.0 - a) / (1.0 - self.gamma) ** 2
 
+    def _flip_probability(self) -> float:
+        """γ/2: the probability that a message is not its sender's bit (the counts path's test seam, docs/audits.md)."""
+        return self.gamma / 2.0
+
     def release(self, bits: np.ndarray, *, method: str = "counts", partition: str | None = None) -> Release:
         """Charge ApproxDP(epsilon, delta), then run the protocol on ``bits``; the debiased sum.
 
@@ -237,7 +241,7 @@ class ShuffleBitSum(_ChargedShuffleSum):
         if method == "messages":
             shuffled = shuffle_messages(bitsum_randomize(x, self.gamma, self.rng), self.rng)
             return self._release(bitsum_analyze(shuffled, self.gamma), receipt)
-        a = self.gamma / 2.0
+        a = self._flip_probability()
         ones = int(x.sum())
         count = self.rng.binomial(ones, 1.0 - a) + self.rng.binomial(self.n_users - ones, a)
         return self._release((count - self.gamma * self.n_users / 2.0) / (1.0 - self.gamma), receipt)
