@@ -488,7 +488,8 @@ class Audit(ABC):
         if not isinstance(claim, Claim):
             raise TypeError(f"{self.name}: claim() must return an audits.Claim, got {type(claim).__name__}")
         holdout_rng, main_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
-        held_null, held_alternative = self.sample(0, holdout_runs, holdout_rng), self.sample(1, holdout_runs, holdout_rng)
+        held_null = self.sample(0, holdout_runs, holdout_rng)
+        held_alternative = self.sample(1, holdout_runs, holdout_rng)
         planned = [*self.planned_thresholds(claim, runs),
                    self.choose_threshold(held_null, held_alternative, claim.delta, confidence)]
         candidates = list(dict.fromkeys(planned))

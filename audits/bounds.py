@@ -398,7 +398,7 @@ def one_run_fdp_rejects(inverse_blow_up: Callable[[float], float], canaries: int
 
 
 def _supremum_rejected(rejected: Callable[[float], bool], upper: float, steps: int = 40) -> float:
-    """``sup{x ≥ 0 : rejected(x)}`` by a grid scan over [0, upper] (doubled until its end is not rejected) and bisection.
+    """``sup{x ≥ 0 : rejected(x)}``: a grid over [0, upper] (doubled until its end is not rejected), then bisection.
 
     Rejecting the hypothesis at x rejects every stronger one (smaller x), so
     the supremum is valid even where the test is not monotone.
@@ -439,7 +439,7 @@ def one_run_fdp_epsilon_lower_bound(canaries: int, guesses: int, correct: int, *
 
 
 def one_run_gdp_mu_lower_bound(canaries: int, guesses: int, correct: int, *, confidence: float = 0.95) -> float:
-    """The largest μ whose μ-GDP curve the one-run guesses reject (Mahloujifar et al. 2025): assumes a Gaussian tradeoff."""
+    """The largest μ whose μ-GDP curve the one-run guesses reject (Mahloujifar et al. 2025): a Gaussian tradeoff."""
     alpha = 1.0 - check_confidence(confidence)
     _check_one_run(canaries, guesses, correct)
     return _supremum_rejected(

@@ -9,7 +9,7 @@ implementation must get: ``"consistent"`` for the real mechanisms,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from accounting.validation import check_probability
@@ -325,7 +325,7 @@ def get_spec(name: str) -> AuditSpec:
     return CATALOGUE[name]
 
 
-def family_confidence(tasks: list[tuple[AuditSpec, float]], confidence: float = 0.95) -> list[float]:
+def family_confidence(tasks: Sequence[tuple[AuditSpec, float | None]], confidence: float = 0.95) -> list[float]:
     """The confidence each (spec, ε) task runs at: family-wise control over the real-mechanism rows.
 
     Bonferroni: with m tasks auditing a real mechanism (expected ``"consistent"``),

@@ -31,14 +31,14 @@ import time
 from audits.base import Audit
 from audits.catalogue import CATALOGUE, AuditSpec, family_confidence, get_spec
 from audits.custom import MechanismAudit
-from audits.plot import plot_result
 from audits.engine import engine_session
+from audits.plot import plot_result
 from dpglm.engine.engine import add_engine_arguments, engine_from_args
 from dpglm.engine.results import strict_json
 
 SUMMARY_FIELDS = ("audit", "planted", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
-                  "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "ceiling", "observed_ceiling", "seed",
-                  "seconds")
+                  "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "ceiling", "observed_ceiling",
+                  "seed", "seconds")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

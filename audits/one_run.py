@@ -95,7 +95,8 @@ class OneRunReport:
         return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
                 f"certified ε ≥ {self.epsilon_lower_bound_steinke:.4f} [Steinke], "
                 f"≥ {self.epsilon_lower_bound_fdp:.4f} [f-DP, (ε, δ) curve]; "
-                f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: ε ≥ {self.epsilon_lower_bound_gdp:.4f} "
+                f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
+                f"ε ≥ {self.epsilon_lower_bound_gdp:.4f} "
                 f"assuming a Gaussian tradeoff  [one run] m={self.canaries} canaries, {self.correct}/{self.guesses} "
                 f"right  at {100 * self.confidence:.4g}%: {self._verdict()}")
 

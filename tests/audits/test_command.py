@@ -27,7 +27,8 @@ def test_audit_command_saves_results_and_plot(tmp_path, capsys):
 def test_planted_bug_found_is_success(tmp_path, capsys):
     assert main(["audit", "tree-depth-unscaled", "--quick", "--no-plots", "--out", str(tmp_path)]) == 0
     assert "[planted] tree-depth-unscaled" in capsys.readouterr().out
-    assert json.loads((tmp_path / "tree-depth-unscaled-quick" / "tree-depth-unscaled-eps1.json").read_text())["verdict"] == "violated"
+    record = tmp_path / "tree-depth-unscaled-quick" / "tree-depth-unscaled-eps1.json"
+    assert json.loads(record.read_text())["verdict"] == "violated"
 
 
 def test_unknown_audit_is_refused(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2025) against a slow, literal evaluation of the paper's recursion.
+"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2025) against a slow, literal evaluation of their recursion.
 
 The reference below keeps the whole arrays r[v], …, r[0] and h[v], …, h[0] as the
 paper writes them (no early stop), and inverts each tradeoff curve numerically
@@ -8,9 +8,9 @@ b − 0.004 and not rejected at b + 0.004 (its search resolution is far finer).
 """
 
 import math
+from statistics import NormalDist
 
 import pytest
-from statistics import NormalDist
 
 from audits.bounds import (
     gdp_epsilon,
