@@ -24,12 +24,15 @@ Layout of the anchor directory (``DPGLM_ANCHOR_DIR``, default
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from accounting.anchor import Anchor, AnchorFile, read_anchor
-from accounting.journal import JournalCorruptError, JournalReadOnlyError
+from accounting.journal_errors import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError
 
 __all__ = ["ClientAnchors", "default_anchor_dir"]
 
@@ -112,6 +115,10 @@ class ClientAnchors:
         """Remember ``journal_id`` as this location's journal (atomically; the first id with rows wins)."""
         if self.recorded_id() == journal_id:
             return
+        with self._writing(self._index):
+            self._record_id(journal_id)
+
+    def _record_id(self, journal_id: str) -> None:
         folder = os.path.dirname(self._index)
         self._makedirs(folder)
         temporary = f"{self._index}.new-{os.getpid()}"
@@ -124,6 +131,24 @@ class ClientAnchors:
 
     def advance(self, anchor: Anchor) -> None:
         """Record ``anchor`` if it is beyond the recorded row; fsync'd before returning; never moves back."""
+        with self._writing(self.path(anchor.journal_id)):
+            self._advance(anchor)
+
+    @contextmanager
+    def _writing(self, path: str) -> Iterator[None]:
+        """Turn a failed anchor write into the journal's one-line errors (disk full, read-only)."""
+        try:
+            yield
+        except (JournalDiskFullError, JournalReadOnlyError, JournalCorruptError):
+            raise
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise JournalDiskFullError(f"journal {self.shown}: the disk holding its anchor {path} is full "
+                                           f"({error.strerror}): charge refused") from None
+            raise JournalReadOnlyError(f"journal {self.shown}: cannot write its anchor {path} "
+                                       f"({error.strerror}): charge refused") from None
+
+    def _advance(self, anchor: Anchor) -> None:
         self._makedirs(self.directory)
         path = self.path(anchor.journal_id)
         created = not os.path.exists(path)

@@ -39,14 +39,8 @@ from typing import Any
 import psycopg
 
 from accounting.anchor import Anchor
-from accounting.journal import (
-    FORMAT,
-    JournalCorruptError,
-    JournalReadOnlyError,
-    _canonical,
-    _header_hash,
-    _row_hash,
-)
+from accounting.journal_errors import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError
+from accounting.journal_rows import FORMAT, canonical, header_hash, row_hash
 from accounting.pg_anchor import ClientAnchors, default_anchor_dir
 from accounting.store import Event
 
@@ -121,7 +115,7 @@ class PostgresTransaction:
                                        "not charged")
         text = json.dumps(payload)
         seq = self._seq + 1
-        digest = _row_hash(self._hash, seq, kind, account, text)
+        digest = row_hash(self._hash, seq, kind, account, text)
         charge_id = uuid.uuid4()
         self._store._execute(self._conn, "INSERT INTO dpglm_rows VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                              (self._store.journal_id, seq, kind, account, text, self._hash, digest, charge_id))
@@ -228,7 +222,7 @@ class PostgresJournal:
                                            "charge refused")
         state = error.sqlstate or ""
         if state == "53100":
-            return JournalUnavailableError(f"journal {self.path}: the server's disk is full ({text}): charge refused")
+            return JournalDiskFullError(f"journal {self.path}: the server's disk is full ({text}): charge refused")
         if state in ("42501", "25006"):
             return JournalReadOnlyError(f"journal {self.path} cannot be written by this role ({text}): "
                                         "it cannot be charged")
@@ -248,8 +242,8 @@ class PostgresJournal:
                 for statement in _SCHEMA:
                     self._execute(conn, statement)
                 journal_id = uuid.uuid4().hex
-                meta_text = _canonical(create)
-                digest = _header_hash(journal_id, meta_text)
+                meta_text = canonical(create)
+                digest = header_hash(journal_id, meta_text)
                 inserted = self._execute(conn, "INSERT INTO dpglm_journals VALUES (%s, %s, %s, %s, %s) "
                                                "ON CONFLICT (name) DO NOTHING RETURNING journal_id",
                                          (self.name, journal_id, FORMAT, meta_text, digest))
@@ -264,7 +258,7 @@ class PostgresJournal:
         journal_id, form, meta_text, digest = found
         if form != FORMAT:
             raise JournalCorruptError(f"journal {self.path} has format {form}; this dpglm reads {FORMAT} only")
-        if digest != _header_hash(journal_id, meta_text):
+        if digest != header_hash(journal_id, meta_text):
             raise JournalCorruptError(f"journal {self.path}: the header (budget, relation, journal id) is damaged "
                                       "(its hash does not match its contents)")
         try:
@@ -309,10 +303,10 @@ class PostgresJournal:
         events: list[Event] = []
         hashes: list[str] = []
         seq, digest = self._last_seq, self._last_hash
-        for row_seq, kind, account, text, previous, row_hash in rows:
+        for row_seq, kind, account, text, previous, stored in rows:
             if row_seq != seq + 1:
                 raise JournalCorruptError(f"journal {self.path}: row {seq + 1} is missing (the next row is {row_seq})")
-            if previous != digest or row_hash != _row_hash(digest, row_seq, kind, account, text):
+            if previous != digest or stored != row_hash(digest, row_seq, kind, account, text):
                 raise JournalCorruptError(f"journal {self.path}: row {row_seq} is damaged (its hash does not match "
                                           f"its contents or the previous row); rows 1..{seq} read back intact")
             try:
@@ -320,8 +314,8 @@ class PostgresJournal:
             except ValueError:
                 raise JournalCorruptError(f"journal {self.path}: row {row_seq} is not valid JSON") from None
             events.append((row_seq, kind, account, payload))
-            seq, digest = row_seq, row_hash
-            hashes.append(row_hash)
+            seq, digest = row_seq, stored
+            hashes.append(stored)
         if (seq, digest) != (head_seq, head_hash):
             raise JournalCorruptError(f"journal {self.path}: its head records row {head_seq} but the rows end at "
                                       f"row {seq}")
@@ -436,7 +430,7 @@ class PostgresJournal:
         # the rows become this store's only once anchored: if the anchor write fails, the caller is refused and
         # the committed rows come back in a later ``new_events`` (counted, never granted)
         self.anchors.advance(Anchor(self.journal_id, seq, digest))
-        self._hashes.extend(row_hash for _, row_hash, _ in tx.pending)
+        self._hashes.extend(pending_hash for _, pending_hash, _ in tx.pending)
         self._last_seq, self._last_hash = seq, digest
 
     def _read_back(self, seq: int, digest: str, charge_id: uuid.UUID, why: str) -> None:

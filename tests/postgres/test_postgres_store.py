@@ -1,5 +1,6 @@
 """The PostgreSQL journal store (accounting.postgres_journal) on a real server: chain, anchors, refusals."""
 
+import errno
 import os
 import subprocess
 
@@ -7,7 +8,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
-from accounting.journal import JournalCorruptError, JournalReadOnlyError  # noqa: E402
+from accounting.journal import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError  # noqa: E402
 from accounting.postgres_journal import (  # noqa: E402
     JournalNotDurableError,
     JournalUnavailableError,
@@ -199,11 +200,12 @@ def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_
     store = PostgresJournal(pg_url, create=HEADER)
 
     def full(anchor):
-        raise OSError(28, "No space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as patched:
-        patched.setattr(store.anchors, "advance", full)
-        with pytest.raises(OSError, match="No space"), store.transaction() as tx:
+        patched.setattr(store.anchors, "_advance", full)
+        with pytest.raises(JournalDiskFullError, match="disk holding its anchor .* is full .*charge refused"), \
+                store.transaction() as tx:
             tx.append("charge", "", {"i": 0})
     with store.transaction() as tx:
         assert tx.new_events == [(1, "charge", "", {"i": 0})]
@@ -229,5 +231,6 @@ def test_a_full_server_disk_is_reported_as_such(pg_url):
     store = PostgresJournal(pg_url, create=HEADER)
     full = psycopg.errors.DiskFull('could not extend file "base/5/16390": No space left on device')
     error = store._failure(store._conn, full)  # what the server answers when its disk is full (SQLSTATE 53100)
+    assert isinstance(error, JournalDiskFullError)
     assert "disk is full" in str(error) and "charge refused" in str(error)
     store.close()
