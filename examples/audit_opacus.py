@@ -3,7 +3,7 @@
 Run ``python examples/audit_opacus.py`` (needs torch/opacus and the ``audit-others`` extra). Full-batch
 DP-SGD (opacus ``make_private``, no Poisson sampling, clip C = 1, noise multiplier z), T steps,
 add/remove: D0 is the 569 real rows, D1 the same plus one canary row. Each run is charged to a
-dpglm ledger before it trains (``charge_training``, a GDP account: μ = √T / z), and the claim
+dpglm ledger before it trains (``charge_training``, an add/remove GDP account: μ = √T / z), and the claim
 is read from that receipt.
 
 * White box (a gradient canary): the model gets one extra input feature that only the canary
@@ -57,7 +57,8 @@ def train(x, y, rng, *, steps, noise_multiplier, lr=0.5, bias=True):
         model, optimizer, loader = PrivacyEngine().make_private(
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise_multiplier,
             max_grad_norm=1.0, poisson_sampling=False, noise_generator=torch.Generator().manual_seed(seed))
-        charge = charge_training(Ledger(GDP(10**6)), optimizer, sample_rate=1.0, steps=steps)
+        # add/remove (D1 = D0 plus the canary row), as opacus assumes: μ = √T / z
+        charge = charge_training(Ledger(GDP(10**6), relation="add_remove"), optimizer, sample_rate=1.0, steps=steps)
         for _ in range(steps):
             for xb, yb in loader:
                 optimizer.zero_grad()
