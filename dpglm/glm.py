@@ -283,6 +283,22 @@ def _solve_pd(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return step
 
 
+_GRAM_CHUNK = 16384  # rows per product in a Hessian: the temporary X·w stays O(chunk·d), not O(n·d)
+
+
+def _weighted_gram(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``Σ_s w_s x_s x_sᵀ``, a chunk of rows at a time when there are many (memory flat in n)."""
+    n = X.shape[0]
+    if n <= _GRAM_CHUNK:
+        gram: np.ndarray = (X * w[:, None]).T @ X
+        return gram
+    gram = np.zeros((X.shape[1], X.shape[1]))
+    for start in range(0, n, _GRAM_CHUNK):
+        rows = X[start: start + _GRAM_CHUNK]
+        gram += (rows * w[start: start + _GRAM_CHUNK, None]).T @ rows
+    return gram
+
+
 def _newton_hessian(
     family: GLMFamily,
     X: np.ndarray,
@@ -307,7 +323,7 @@ def _newton_hessian(
     H = np.eye(d) * lam
     for _ in range(max_iter):
         g = X.T @ (m - y) + lam * theta
-        H = (X * w[:, None]).T @ X
+        H = _weighted_gram(X, w)
         H.flat[:: d + 1] += lam
         step = _solve_pd(H, g)
         decrement = float(g @ step)

@@ -114,8 +114,13 @@ class Mechanism(metaclass=_Constructed):
         grants[id(receipt)] = [receipt, releases]
         return receipt
 
-    def _release(self, value: Any, receipt: Receipt) -> Release:
+    def _release(self, value: Any, receipt: Receipt, *, vouched: bool = False) -> Release:
         """Wrap ``value`` as a :class:`Release` paid for by ``receipt``, one of this instance's granted charges.
+
+        ``vouched=True`` is the subclass's guarantee that ``value`` is a finite float64
+        ndarray it computed itself (a tree's noisy prefix sum), checked in bulk where its
+        parts were made: the Release's per-value checks are skipped; the receipt check,
+        the count and the immutable copy are not.
 
         Raises
         ------
@@ -134,7 +139,7 @@ class Mechanism(metaclass=_Constructed):
                 "mechanism instance whose charge paid for it (a receipt of another mechanism, a hand-built or a "
                 "copied Receipt is refused)"
             )
-        released = _mint(value, receipt)
+        released = _mint(value, receipt, vouched)
         entry[1] -= 1
         if entry[1] == 0:  # forget it; remember it weakly, for the message, while someone holds it
             del grants[id(receipt)]

@@ -30,8 +30,20 @@ __all__ = ["RELATIONS", "Release", "check_account", "check_generator", "check_po
 _CAPABILITY = object()
 
 
-def _mint(value: npt.NDArray[Any] | float, receipt: Receipt) -> Release:
-    """Make a Release; called only by ``Mechanism._release`` after it checked the receipt is its own."""
+def _mint(value: npt.NDArray[Any] | float, receipt: Receipt, vouched: bool = False) -> Release:
+    """Make a Release; called only by ``Mechanism._release`` after it checked the receipt is its own.
+
+    ``vouched``: the mechanism guarantees ``value`` is a finite float64 array it computed
+    itself (a continual release: sums of checked elements and lattice noise), so the
+    per-value checks of ``Release.__post_init__`` are skipped. The value is still copied
+    into an immutable buffer, and the receipt was still checked and counted by the caller.
+    """
+    if vouched:
+        release = object.__new__(Release)
+        frozen = np.frombuffer(value.tobytes(), dtype=np.float64).reshape(value.shape)  # type: ignore[union-attr]
+        object.__setattr__(release, "value", frozen)
+        object.__setattr__(release, "receipt", receipt)
+        return release
     return Release(value, receipt, _CAPABILITY)
 
 

@@ -75,17 +75,17 @@ from __future__ import annotations
 import abc
 import math
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from accounting import GDP, ZCDP, Budgeted, Chargeable, Cost
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
-from accounting.validation import check_int, check_real, check_state_memory
+from accounting.validation import check_int, check_state_memory
 from mechanisms.base import Mechanism
 from mechanisms.lattice import GaussianLattice, NoiseStream, gdp_mu_squared, gdp_sigma
 from mechanisms.noise import element_bound, round_up
+from mechanisms.outer_product import OuterProduct
 from mechanisms.release import Release, check_account, check_generator, check_positive, check_relation
 
 __all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "OuterProduct", "check_stream_shape",
@@ -121,60 +121,6 @@ def check_stream_shape(shape: object) -> tuple[int, ...]:
     if len(shape) not in (1, 2) or min(shape) < 1 or (len(shape) == 2 and shape[0] != shape[1]):
         raise ValueError(f"shape must be (d,) or square (d, d) with d >= 1, got {shape}")
     return shape
-
-
-class OuterProduct(np.ndarray):
-    """The matrix w·x xᵀ, formed here from a vector x and a checked weight w ≥ 0: PSD by construction.
-
-    A (d, d) read-only array (usable wherever the matrix is: exact designs, sums)
-    that also remembers x and w. A ``psd=True`` stream given an ``OuterProduct``
-    re-forms w·x xᵀ from x and w itself and needs no eigenvalue check: w·xᵢxⱼ in
-    floats is symmetric exactly and within 2⁻⁵² relative of the PSD matrix
-    w·x xᵀ entrywise, so its smallest eigenvalue is ≥ −2⁻⁵²‖A‖_F, inside the
-    tolerance τ = 10⁻¹² the charge already pays for (module docstring). Arrays
-    derived from it (slices, sums, views) are plain arrays and checked as such.
-
-    Parameters
-    ----------
-    x : array_like
-        A finite real vector of shape (d,).
-    weight : float
-        w, finite and ≥ 0 (e.g. μ̇(xᵀθ)/e in the H-tree).
-    """
-
-    vector: FloatArray | None
-    weight: float | None
-
-    def __new__(cls, x: object, weight: float = 1.0) -> OuterProduct:
-        if isinstance(x, (bool, np.bool_)):
-            raise TypeError("x must be a real vector, got a bool")
-        vector = np.asarray(x)
-        if vector.dtype.kind not in "fiu":
-            raise TypeError(f"x must be a real vector, got dtype {vector.dtype}")
-        if vector.ndim != 1 or vector.size < 1:
-            raise ValueError(f"x must have shape (d,) with d >= 1, got {vector.shape}")
-        vector = np.array(vector, dtype=float)
-        if not math.isfinite(float(vector.dot(vector))):  # finite iff every entry is (and ‖x‖² fits a float)
-            raise ValueError("x must be finite (no NaN or infinity), with ‖x‖² finite")
-        weight = check_real("weight", weight, 0.0)
-        matrix = weight * (vector[:, None] * vector)
-        matrix.setflags(write=False)
-        vector.setflags(write=False)
-        obj: OuterProduct = matrix.view(cls)
-        obj.vector, obj.weight = vector, weight
-        return obj
-
-    def __array_finalize__(self, obj: object) -> None:
-        self.vector, self.weight = None, None  # only __new__ vouches for the content
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object) -> object:
-        plain = tuple(np.asarray(i) if isinstance(i, OuterProduct) else i for i in inputs)
-        return getattr(ufunc, method)(*plain, **kwargs)
-
-    def __reduce__(self) -> str | tuple[Any, ...]:
-        if self.vector is not None:
-            return OuterProduct, (np.asarray(self.vector), self.weight)
-        return np.asarray(self).__reduce__()
 
 
 class StreamElements:
@@ -375,6 +321,8 @@ class NodeNoise:
         if self._at + count > self._ready.shape[0]:
             nodes = max(count, self.stream.block // self.entries)
             fresh = self.lattice.scale(self.stream.take(nodes * self.entries), (nodes, *self.shape), self.symmetric)
+            if not math.isfinite(float(fresh.sum())):  # checked in bulk, a block at a time: releases are vouched
+                raise ValueError(f"node noise is not finite (sigma={self.sigma!r}, grid={self.grid!r})")
             self._ready, self._at = np.concatenate((self._ready[self._at:], fresh)), 0
         out: FloatArray = self._ready[self._at: self._at + count]
         self._at += count
@@ -597,4 +545,6 @@ class BinaryTreeMechanism(ContinualRelease):
         self._noisy[:level] = 0.0
         self._exact[level] = node
         self._noisy[level] = self._node_noise().noisy(node)
-        return self._release(self._noisy.sum(axis=0), self.receipt)
+        # Vouched (Mechanism._release): a sum of noisy nodes, each a checked finite element sum rounded to
+        # the grid plus node noise checked finite a block at a time (NodeNoise.noise); no per-value check.
+        return self._release(self._noisy.sum(axis=0), self.receipt, vouched=True)

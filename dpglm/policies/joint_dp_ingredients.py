@@ -20,7 +20,7 @@ from accounting import ZCDP, BudgetExceeded
 from dpglm._validation import check_int
 from dpglm.policies.rarely_switching import Constraint
 from mechanisms import Release
-from mechanisms.tree import BinaryTreeMechanism
+from mechanisms.tree import BinaryTreeMechanism, OuterProduct
 
 __all__ = ["DPSGDEstimator", "NeverCalled", "TreeDesign"]
 
@@ -36,7 +36,7 @@ class TreeDesign:
     def __init__(self, tree: BinaryTreeMechanism, lam: float) -> None:
         self.tree = tree
         d = tree.shape[0]
-        self._zero = np.zeros((d, d))
+        self._zero = OuterProduct(np.zeros(d), 0.0)  # the zero leaf, formed (and checked) as 0·x xᵀ: no eigenvalue test
         self._lam_eye = lam * np.eye(d)
         self.release: Release | None = None
         self._matrix = self._lam_eye.copy()
