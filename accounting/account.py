@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, check_partition
-from accounting.costs import RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
+from accounting.costs import ORDERS, RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
 from accounting.journal import JournalMismatchError
 from accounting.persistence import charge_payload, split_payload
 from accounting.restate import Unpayable, restate
@@ -75,7 +75,7 @@ class Account(Uncopyable):
     _what = "ledger Account"
 
     def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
-                 share: Vector) -> None:
+                 share: Vector, orders: tuple[Fraction, ...] = ORDERS) -> None:
         self._ledger = ledger
         self.path = path
         self.name = path.rsplit("/", 1)[-1] if path else ""
@@ -83,43 +83,51 @@ class Account(Uncopyable):
         self.parent = parent
         self._budget = budget
         self._share = share  # what the parent gave, in the parent's currency
-        self._sequential: Vector = ZERO  # partition=None charges (excluding allocations)
-        self._allocated: Vector = ZERO  # budgets handed to children
+        self._orders = orders if currency == "rdp" else ORDERS  # the Rényi orders an rdp account holds
+        self._zero: Vector = tuple(Fraction(0) for _ in budget) if currency == "rdp" else ZERO
+        self._sequential: Vector = self._zero  # partition=None charges (excluding allocations)
+        self._allocated: Vector = self._zero  # budgets handed to children
         self._partitions: dict[PartitionKey, Vector] = {}
-        self._widest: Vector = ZERO  # component-wise max over self._partitions (sums only grow)
+        self._widest: Vector = self._zero  # component-wise max over self._partitions (sums only grow)
         self._splits: list[_Split] = []  # journalled splits of this account, in seq order
         self.children: dict[str, Account] = {}
         self._usage: dict[tuple[bool, str], _Usage] = {}
         self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
 
     # ----- state -------------------------------------------------------------------------------
-    def _spent_vector(self, partition: PartitionKey = None, extra: Vector = ZERO) -> Vector:
+    def _spent_vector(self, partition: PartitionKey = None, extra: Vector | None = None) -> Vector:
         """Σ(partition=None charges) + allocations + max over keys of Σ(charges with that key).
 
         With ``extra``, the spend as it would be after charging ``extra`` under ``partition``.
         """
         sequential = add(self._sequential, self._allocated)
+        extra = self._zero if extra is None else extra
         if partition is None:
             return add(add(sequential, extra), self._widest)
-        grown = add(self._partitions.get(partition, ZERO), extra)
+        grown = add(self._partitions.get(partition, self._zero), extra)
         return add(sequential, widest(self._widest, grown))
+
+    @property
+    def orders(self) -> tuple[Fraction, ...]:
+        """The Rényi orders an rdp account holds (fixed when it was made; docs/accounting.md "Rényi DP")."""
+        return self._orders
 
     @property
     def budget(self) -> Cost:
         """The account's total budget."""
-        return as_cost(self._budget, self.currency)
+        return as_cost(self._budget, self.currency, self._orders)
 
     @property
     def spent(self) -> Cost:
         """Charges (sequential + max over partitions) plus child allocations."""
         with self._ledger._fresh():
-            return as_cost(self._spent_vector(), self.currency)
+            return as_cost(self._spent_vector(), self.currency, self._orders)
 
     @property
     def remaining(self) -> Cost:
         """``budget − spent``: the largest partition=None charge that still fits."""
         with self._ledger._fresh():
-            return as_cost(sub(self._budget, self._spent_vector()), self.currency)
+            return as_cost(sub(self._budget, self._spent_vector()), self.currency, self._orders)
 
     def remaining_in(self, partition: PartitionKey) -> Cost:
         """The largest charge that still fits under ``partition``."""
@@ -129,8 +137,8 @@ class Account(Uncopyable):
                 return self.remaining
             # max(other keys, this key + x) <= budget - sequential  <=>  x <= budget - sequential - this key
             # (the other keys already fit).
-            spent = add(add(self._sequential, self._allocated), self._partitions.get(partition, ZERO))
-            return as_cost(sub(self._budget, spent), self.currency)
+            spent = add(add(self._sequential, self._allocated), self._partitions.get(partition, self._zero))
+            return as_cost(sub(self._budget, spent), self.currency, self._orders)
 
     @property
     def relation(self) -> Relation:
@@ -204,8 +212,8 @@ class Account(Uncopyable):
             restated = restate(cost, relation, ledger.relation)
         except Unpayable as unpayable:
             raise BudgetExceeded(self.path, cost, self.remaining_in(partition), str(unpayable)) from None
-        vector = in_currency(restated, self.currency, self.path)
-        charged = as_cost(vector, self.currency)
+        vector = in_currency(restated, self.currency, self.path, self._orders)
+        charged = as_cost(vector, self.currency, self._orders)
         with ledger._lock:
             with ledger._transaction() as transaction:  # others' rows are replayed before the check
                 spent_after = self._spent_vector(partition, vector)
@@ -218,7 +226,7 @@ class Account(Uncopyable):
             ledger._seq = seq
             self._apply(vector, partition, mechanism, note, analysis, (seq, charged, event, from_event))
             return Receipt(seq, self.path, cost, charged, mechanism, relation, partition, note, analysis,
-                           as_cost(sub(self._budget, spent_after), self.currency))
+                           as_cost(sub(self._budget, spent_after), self.currency, self._orders))
 
     def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool,
                record: tuple[int, Cost, Any, bool]) -> None:
@@ -226,10 +234,10 @@ class Account(Uncopyable):
         if partition is None:
             self._sequential = add(self._sequential, vector)
         else:
-            grown = add(self._partitions.get(partition, ZERO), vector)
+            grown = add(self._partitions.get(partition, self._zero), vector)
             self._partitions[partition] = grown
             self._widest = widest(self._widest, grown)
-        usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage())
+        usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage(total=self._zero))
         usage.count += 1
         usage.total = add(usage.total, vector)
 
@@ -249,9 +257,10 @@ class Account(Uncopyable):
             of an (ε, δ) share gets the largest μ meeting it (certified), μ_max².
             An approx account also funds RDP children (:mod:`accounting.rdp`).
         curves : mapping name → RDP, optional
-            Budget curve of an RDP child of an (ε, δ) share, fixed now; it must
-            convert to at most the share (checked). Default: the Gaussian curve
-            αρ with the largest ρ whose conversion on the grid meets the share.
+            Budget of an RDP child of an (ε, δ) share, fixed now: the child
+            holds the orders it lists; it must convert to at most the share
+            (checked). Default: one held order from the share
+            (:func:`accounting.rdp.held_for_share`, docs/accounting.md).
 
         Returns
         -------
@@ -272,9 +281,9 @@ class Account(Uncopyable):
                 if recorded is not None:
                     return recorded
                 remaining = sub(self._budget, self._spent_vector())
-                if exhausted(remaining, self.currency):
+                if exhausted(remaining, self.currency, self._orders):
                     raise ValueError(f"account {self.path or '<root>'!r} has no budget left to split")
-                planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves)
+                planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves, self._orders)
                 seq = ledger._append(transaction, "split", self.path,
                                      lambda: split_payload(exact_weights, currencies, planned))
             ledger._seq = seq
@@ -312,9 +321,9 @@ class Account(Uncopyable):
     def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency],
                      planned: Plan) -> dict[str, Account]:
         children = {}
-        for name, (share, budget) in planned.items():
+        for name, (share, budget, orders) in planned.items():
             path = f"{self.path}/{name}" if self.path else name
-            child = Account(self._ledger, path, currencies[name], budget, self, share)
+            child = Account(self._ledger, path, currencies[name], budget, self, share, orders)
             self.children[name] = child
             self._ledger._accounts[path] = child
             self._allocated = add(self._allocated, share)
@@ -340,14 +349,14 @@ class Account(Uncopyable):
         # share, capped by the eps share (the budget was certified to meet it).
         if is_zero(used):
             return ZERO
-        eps = min(self._share[0], to_approx(used, self.currency, self._share[1]))
+        eps = min(self._share[0], to_approx(used, self.currency, self._share[1], self._orders))
         return (eps, self._share[1])
 
     @property
     def used(self) -> Cost:
         """What charges on this account and its descendants really spent (allocations excluded)."""
         with self._ledger._fresh():
-            return as_cost(self._used_vector(), self.currency)
+            return as_cost(self._used_vector(), self.currency, self._orders)
 
     def converted(self) -> ApproxDP | PureDP | None:
         """(ε, δ) (or pure ε) of :attr:`used`, as this account's parent counts it.
@@ -373,7 +382,7 @@ class Account(Uncopyable):
             return [
                 {"analysis": analysis, "mechanism": "analysis" if analysis else label,
                  "reason": label if analysis else None, "count": use.count,
-                 "total": as_cost(use.total, self.currency)}
+                 "total": as_cost(use.total, self.currency, self._orders)}
                 for (analysis, label), use in self._usage.items()
             ]
 

@@ -186,60 +186,96 @@ def _default_orders() -> tuple[Fraction, ...]:
 ORDERS: tuple[Fraction, ...] = _default_orders()
 
 
+#: Position of each order in :data:`ORDERS`.
+ORDER_INDEX: dict[Fraction, int] = {order: i for i, order in enumerate(ORDERS)}
+
+
+def check_orders(orders: Sequence[Number]) -> tuple[Fraction, ...]:
+    """``orders`` read exactly: a non-empty, strictly increasing selection of :data:`ORDERS`, else ``ValueError``."""
+    exact = tuple(as_fraction(o, "orders") for o in orders)
+    if exact == ORDERS:
+        return ORDERS
+    increasing = all(a < b for a, b in zip(exact, exact[1:], strict=False))
+    if not exact or any(o not in ORDER_INDEX for o in exact) or not increasing:
+        raise ValueError(f"orders must be a non-empty increasing selection of accounting.rdp.ORDERS "
+                         f"({len(ORDERS)} orders, 1.1 … 1024), got {[float(o) for o in exact][:8]}")
+    return exact
+
+
 class RDP:
-    """A Rényi-DP curve ε(α) ≥ 0 on the grid :data:`ORDERS` (Mironov 2017; grid and filter: :mod:`accounting.rdp`).
+    """A Rényi-DP curve: ε(α) ≥ 0 at each order of a selection of the grid :data:`ORDERS` (Mironov 2017).
+
+    The mechanism is (α, ε(α))-RDP at each listed order and nothing is claimed
+    at the others. A cost usually lists the whole grid (the default); an rdp
+    account's budget lists the orders it holds (:mod:`accounting.rdp`,
+    docs/accounting.md "Rényi DP").
 
     Parameters
     ----------
-    epsilons : sequence of reals, one per order of :data:`ORDERS`
+    epsilons : sequence of reals, one per order
         Each read exactly (a float as the decimal it prints as); finite, ≥ 0.
     orders : sequence of reals, optional
-        If given, must equal :data:`ORDERS` (a guard against a curve built on
-        another grid).
+        A strictly increasing selection of :data:`ORDERS` (default: all of them).
     """
 
-    __slots__ = ("epsilons",)
+    __slots__ = ("epsilons", "orders")
     epsilons: tuple[Fraction, ...]
+    orders: tuple[Fraction, ...]
 
     def __init__(self, epsilons: Sequence[Number], orders: Sequence[Number] | None = None) -> None:
-        if orders is not None and tuple(as_fraction(o, "orders") for o in orders) != ORDERS:
-            raise ValueError(f"orders must be accounting.rdp.ORDERS ({len(ORDERS)} orders, 1.1 … 1024)")
+        exact_orders = ORDERS if orders is None else check_orders(orders)
         values = tuple(epsilons)
-        if len(values) != len(ORDERS):
-            raise ValueError(f"epsilons must have one value per order ({len(ORDERS)}), got {len(values)}")
+        if len(values) != len(exact_orders):
+            raise ValueError(f"epsilons must have one value per order ({len(exact_orders)}), got {len(values)}")
         exact = tuple(check_exact("epsilons", v, 0) for v in values)
         object.__setattr__(self, "epsilons", exact)
+        object.__setattr__(self, "orders", exact_orders)
 
     @classmethod
-    def from_floats_up(cls, epsilons: Sequence[float]) -> RDP:
+    def _exact(cls, epsilons: tuple[Fraction, ...], orders: tuple[Fraction, ...]) -> RDP:
+        """A curve from values already exact and ≥ 0 on checked orders (the ledger's own arithmetic)."""
+        curve = cls.__new__(cls)
+        object.__setattr__(curve, "epsilons", epsilons)
+        object.__setattr__(curve, "orders", orders)
+        return curve
+
+    @classmethod
+    def from_floats_up(cls, epsilons: Sequence[float], orders: Sequence[Number] | None = None) -> RDP:
         """The curve of computed floats, each rounded *up* past its float error (10⁻¹² relative)."""
         values = []
         for value in epsilons:
             x = float(value)
             if not math.isfinite(x):
-                raise ValueError("epsilons must be finite at every order of the grid")
+                raise ValueError("epsilons must be finite at every order")
             values.append(Fraction(0) if x <= 0 else Fraction(math.nextafter(x * (1 + 1e-12), math.inf)))
-        return cls(values)
+        return cls(values, orders)
 
-    @property
-    def orders(self) -> tuple[Fraction, ...]:
-        return ORDERS
+    def at(self, order: Fraction) -> Fraction | None:
+        """ε at ``order``, or None if the curve does not list it."""
+        if self.orders is ORDERS:
+            index = ORDER_INDEX.get(order)
+            return None if index is None else self.epsilons[index]
+        try:
+            return self.epsilons[self.orders.index(order)]
+        except ValueError:
+            return None
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("RDP is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RDP) and other.epsilons == self.epsilons
+        return isinstance(other, RDP) and other.epsilons == self.epsilons and other.orders == self.orders
 
     def __hash__(self) -> int:
-        return hash(("RDP", self.epsilons))
+        return hash(("RDP", self.epsilons, self.orders))
 
-    def __reduce__(self) -> tuple[type[RDP], tuple[tuple[Fraction, ...]]]:  # pickle a slotted immutable value
-        return (RDP, (self.epsilons,))
+    def __reduce__(self) -> tuple[type[RDP], tuple[tuple[Fraction, ...], tuple[Fraction, ...]]]:
+        return (RDP, (self.epsilons, self.orders))  # pickle a slotted immutable value
 
     def __repr__(self) -> str:
-        at2, at32 = (show(self.epsilons[ORDERS.index(Fraction(order))]) for order in (2, 32))  # no overflow
-        return f"RDP(eps(2)={at2}, eps(32)={at32})"
+        shown = [o for o in (Fraction(2), Fraction(32)) if o in self.orders] if len(self.orders) > 3 else []
+        pairs = [(o, self.at(o)) for o in (shown or self.orders)]
+        return "RDP(" + ", ".join(f"eps({float(o):g})={show(e)}" for o, e in pairs if e is not None) + ")"
 
     __str__ = __repr__
 
@@ -263,8 +299,8 @@ def cost_to_dict(cost: Cost) -> dict[str, str | list[str]]:
         return {"type": "approx", "eps": str(cost.eps), "delta": str(cost.delta)}
     if isinstance(cost, GDP):
         return {"type": "gdp", "mu_squared": str(cost.mu_squared)}
-    if isinstance(cost, RDP):  # the grid is fixed (ORDERS); the orders are stored to catch a changed grid
-        return {"type": "rdp", "orders": [str(o) for o in ORDERS], "epsilons": [str(e) for e in cost.epsilons]}
+    if isinstance(cost, RDP):  # the orders listed (a selection of ORDERS, checked when read back)
+        return {"type": "rdp", "orders": [str(o) for o in cost.orders], "epsilons": [str(e) for e in cost.epsilons]}
     return {"type": "zcdp", "rho": str(cost.rho), "delta": str(cost.delta)}
 
 

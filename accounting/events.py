@@ -54,7 +54,8 @@ from accounting.validation import check_exact
 if TYPE_CHECKING:
     from accounting.ledger import Account, Ledger
 
-__all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "planned_curve", "to_dp_event"]
+__all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "finite_curve", "planned_curve",
+           "to_dp_event"]
 
 _UNSAMPLED = (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent, dp_event.ZCDpEvent, dp_event.NoOpDpEvent)
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -216,7 +217,7 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
     if currency == "rdp":
         mu_squared = gaussian_parts(costed) if neighbours is _ADD_REMOVE else None
         if mu_squared is not None:  # the Gaussian pair at distance μ: αμ²/2 at every order, exactly
-            return RDP(rdp.gaussian_curve(mu_squared / 2)), pair
+            return RDP._exact(rdp.gaussian_curve(mu_squared / 2), ORDERS), pair
         return _rdp_cost(event, costed, neighbours), pair
     if currency == "gdp":
         return GDP.from_mu_squared(_gaussian_mu_squared(costed, currency)), pair
@@ -245,10 +246,33 @@ def _rdp_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any
     if not accountant.supports(costed):
         raise TypeError(f"dp-accounting's RdpAccountant does not support {costed}")
     accountant.compose(costed)
-    curve = accountant._rdp  # dp-accounting 0.6.0 keeps the composed curve here
-    if not all(math.isfinite(x) for x in curve):
-        raise TypeError(f"{type(event).__name__} has no finite RDP curve on the grid of orders")
-    return RDP.from_floats_up(curve)
+    return finite_curve(accountant._rdp, type(event).__name__)  # dp-accounting 0.6 keeps the composed curve in _rdp
+
+
+def finite_curve(values: Any, what: str) -> RDP:
+    """The RDP curve of computed values on :data:`ORDERS`, rounded up, with every non-finite value replaced soundly.
+
+    dp-accounting 0.6 returns ∞ at some low orders of some subsampled Gaussians
+    ("_compute_log_a_frac failed to converge": (q, σ) = (0.25, 3) at α = 1.1–1.2,
+    (0.5, 4) at 1.1–1.9). RDP is non-decreasing in α (van Erven & Harremoës
+    2014, Thm 3), so the value of the next higher order with a finite value is
+    a valid bound there. Orders above the last finite value are dropped: the
+    curve claims nothing at them, and an account holding one refuses it.
+    """
+    floats = [float(x) for x in values]
+    filled: list[float] = []
+    bound = math.inf
+    for x in reversed(floats):
+        if math.isfinite(x) and x >= 0:
+            bound = x
+        filled.append(bound)
+    filled.reverse()
+    keep = [i for i, x in enumerate(filled) if math.isfinite(x)]
+    if not keep:
+        raise TypeError(f"{what} has no finite RDP value at any order of the grid")
+    if len(keep) == len(ORDERS):
+        return RDP.from_floats_up(filled)
+    return RDP.from_floats_up([filled[i] for i in keep], [ORDERS[i] for i in keep])
 
 
 #: Largest μ² of an unsampled Gaussian composition costed in (ε, δ) (ε > 5·10⁷ beyond it at any δ < 1/2).
@@ -315,19 +339,23 @@ def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any
 
 def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relation: str = "add_remove",
                   ledger_relation: str = "add_remove") -> RDP:
-    """A budget curve for an rdp share (ε, δ) shaped like ``event``'s RDP curve: the largest multiple meeting it.
+    """The budget of an rdp account of share (ε, δ) that declares the workload ``event``: one held order.
 
     Pass it as ``split(..., curves={name: planned_curve(plan, ε_share, δ_share)})``
-    where ``plan`` is the composition one expects to run (a multiple ≥ 1 when the
-    plan fits the share). :func:`accounting.rdp.scaled_to_share` does the scaling.
+    where ``plan`` is the composition one expects to run: the account holds the
+    order at which the most copies of the plan fit the share
+    (:func:`accounting.rdp.held_for_workload`), with the budget there that
+    converts to exactly the share. The plan fits iff its own conversion at that
+    order is ≤ ε. For a budget curve over many orders instead, scale the plan's
+    curve with :func:`accounting.rdp.scaled_to_share`.
     """
-    from accounting.rdp import scaled_to_share
+    from accounting.rdp import held_for_workload
 
     event = checked_event(event)
     check_relation(relation)
     costed, neighbours, _ = _pair_form(event, relation, ledger_relation, "rdp")
     curve = _rdp_cost(event, costed, neighbours)
-    return scaled_to_share(curve, as_fraction(eps, "eps"), as_fraction(delta, "delta"))
+    return held_for_workload(curve, as_fraction(eps, "eps"), as_fraction(delta, "delta"))
 
 
 def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, relation: str,

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from accounting.account import Account
 from accounting.chargeable import Budgeted, BudgetExceeded, EventChargeable, PartitionKey, Receipt
 from accounting.costs import (
+    ORDERS,
     RDP,
     ApproxDP,
     Cost,
@@ -105,8 +106,9 @@ class Ledger(Uncopyable):
         check_cost(budget, "budget")
         check_relation(relation)
         currency = currency_of(budget)
-        vector = in_currency(budget, currency, "")
-        if exhausted(vector, currency):
+        orders = budget.orders if isinstance(budget, RDP) else ORDERS
+        vector = in_currency(budget, currency, "", orders)
+        if exhausted(vector, currency, orders):
             raise ValueError(f"budget must be positive (eps > 0, rho > 0, mu > 0 or an RDP curve > 0 at every order), "
                              f"got {budget}")
         self.relation = relation
@@ -115,7 +117,7 @@ class Ledger(Uncopyable):
         self._closed = False
         self._in_transaction = False
         self._accounts: dict[str, Account] = {}
-        self.root = Account(self, "", currency, vector, None, vector)
+        self.root = Account(self, "", currency, vector, None, vector, orders)
         self._journal: JournalStore | None = None
         self.journal_path: str | None = None
         if journal is not None and not _in_memory(journal):

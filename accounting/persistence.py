@@ -5,7 +5,8 @@ their form. Every number is an exact ``"num/den"`` string, so replaying a
 journal restores the very same spend (docs/accounting.md, docs/threat-model.md):
 
 - ``"split"``: the exact weights, the children's currencies, and each child's
-  share and budget as planned (:mod:`accounting.split`); replay applies the
+  share and budget as planned (:mod:`accounting.split`), and for an rdp child
+  the orders it holds (``"orders"``, journal format 3); replay applies the
   recorded plan rather than planning again.
 - ``"charge"`` / ``"analysis"``: the cost as requested, the cost as charged (in
   the account's currency, under the ledger's relation), mechanism, relation,
@@ -23,7 +24,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import PartitionKey
-from accounting.costs import Cost, cost_from_dict, cost_to_dict
+from accounting.costs import ORDERS, Cost, check_orders, cost_from_dict, cost_to_dict
 from accounting.journal import JournalMismatchError
 from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
 from accounting.split import Plan
@@ -41,7 +42,8 @@ def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Curr
         "weights": {name: str(w) for name, w in weights.items()},
         "currency": dict(currencies),
         "children": {name: {"share": [str(x) for x in s], "budget": [str(x) for x in b]}
-                     for name, (s, b) in planned.items()},
+                     | ({"orders": [str(x) for x in o]} if currencies[name] == "rdp" else {})
+                     for name, (s, b, o) in planned.items()},
     }
 
 
@@ -54,7 +56,8 @@ def read_split(payload: Mapping[str, Any], seq: int) -> tuple[dict[str, Fraction
             raise JournalMismatchError(f"journal event {seq}: currency of {name!r} must be one of {CURRENCIES}, "
                                        f"got {chosen!r}")
         currencies[name] = chosen
-    planned: Plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]))
+    planned: Plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]),
+                            check_orders([Fraction(x) for x in c["orders"]]) if "orders" in c else ORDERS)
                      for name, c in payload["children"].items()}
     return weights, currencies, planned
 
@@ -103,7 +106,7 @@ def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, A
         account._apply_split(*read_split(payload, seq))
     elif kind in ("charge", "analysis"):
         charged = cost_from_dict(payload["charged"])
-        vector = in_currency(charged, account.currency, path)
+        vector = in_currency(charged, account.currency, path, account._orders)
         note = payload["note"]
         event = None
         if payload.get("event") is not None:

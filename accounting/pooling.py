@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from accounting.costs import ApproxDP, Cost, Number, PureDP, as_fraction
-from accounting.spend import ZERO, Vector, add, as_cost, is_zero, to_approx
+from accounting.costs import RDP, ApproxDP, Cost, Number, PureDP, as_fraction
+from accounting.rdp import curve_to_approx_certified
+from accounting.spend import ZERO, Vector, add, as_cost, as_curve, is_zero, to_approx
 
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
@@ -58,6 +59,7 @@ def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
     """
     direct: Vector = ZERO
     vectors: dict[str, Vector] = {}
+    curves: list[RDP] = []  # rdp accounts may hold different orders: pooled at the orders all of them hold
     found: dict[str, Pool] = {}
     for account in ledger.accounts():
         if account.currency in ("pure", "approx"):
@@ -71,12 +73,30 @@ def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
         pool = found.setdefault(account.currency, Pool(account.currency))
         pool.accounts.append(account.path)
         vectors[account.currency] = add(vectors.get(account.currency, ZERO), used)
+        if account.currency == "rdp":
+            curves.append(as_curve(used, account.orders))
         pool.delta += account._share[1]
         pool.eps_separately += account._used_in_parent()[0]
     for currency, pool in found.items():
+        if currency == "rdp":
+            pool.used, pool.eps_pooled = _pooled_curves(curves, pool)
+            continue
         pool.used = as_cost(vectors[currency], currency)
         pool.eps_pooled = to_approx(vectors[currency], currency, pool.delta)
     return (direct[0], direct[1]), list(found.values())
+
+
+def _pooled_curves(curves: list[RDP], pool: Pool) -> tuple[RDP | None, Fraction]:
+    """The sum of the rdp accounts' curves at the orders all of them hold, and its conversion at the pool's δ.
+
+    With no order in common there is no pooled curve: the pool's ε is the sum of the separate conversions.
+    """
+    common = [o for o in curves[0].orders if all(c.at(o) is not None for c in curves[1:])]
+    if not common:
+        return None, pool.eps_separately
+    orders = tuple(common)
+    summed = tuple(sum((c.at(o) or Fraction(0) for c in curves), Fraction(0)) for o in orders)
+    return RDP(summed, orders), curve_to_approx_certified(summed, pool.delta, orders)
 
 
 def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
@@ -95,10 +115,10 @@ def pooled_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP | PureDP:
         raise ValueError(f"delta is required for the guarantee of a {ledger.currency} budget: pass delta in (0, 1)")
     target = as_fraction(delta, "delta")
     used = ledger.root._used_vector()
-    spent_delta = used[1] if ledger.currency == "zcdp" else Fraction(0)
+    spent_delta = used[1] if ledger.currency == "zcdp" and len(used) > 1 else Fraction(0)
     if not spent_delta < target < 1:
         raise ValueError(f"delta must lie in ({float(spent_delta)}, 1) (above the zCDP delta spent), got {delta}")
-    return ApproxDP(to_approx(used, ledger.currency, target - spent_delta), target)
+    return ApproxDP(to_approx(used, ledger.currency, target - spent_delta, ledger.root.orders), target)
 
 
 def _at_delta(stated: ApproxDP | PureDP, delta: Number) -> ApproxDP:

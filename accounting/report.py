@@ -10,9 +10,10 @@ are marked ``[analysis]`` with their reason.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
+from accounting.costs import GDP, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
     from accounting.ledger import Account, Ledger
@@ -30,8 +31,8 @@ def format_cost(cost: Cost | None) -> str:
     if isinstance(cost, GDP):
         return f"μ={cost.mu:.6g}"
     if isinstance(cost, RDP):
-        at2, at32 = (float(cost.epsilons[ORDERS.index(order)]) for order in (2, 32))
-        return f"RDP ε(2)={at2:.4g} ε(32)={at32:.4g}"
+        shown = [o for o in (Fraction(2), Fraction(32)) if o in cost.orders] if len(cost.orders) > 3 else []
+        return "RDP " + " ".join(f"ε({float(o):g})={float(cost.at(o) or 0):.4g}" for o in (shown or cost.orders))
     text = f"ρ={float(cost.rho):.6g}"
     return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
 
@@ -50,8 +51,8 @@ def cost_json(cost: Cost | None) -> dict[str, Any] | None:
         fields = {"mu_squared": cost.mu_squared}
         kind = "gdp"
     elif isinstance(cost, RDP):
-        return {"type": "rdp", "orders": [float(o) for o in ORDERS], "epsilons": [float(e) for e in cost.epsilons],
-                "exact": {"epsilons": [str(e) for e in cost.epsilons]}}
+        return {"type": "rdp", "orders": [float(o) for o in cost.orders], "epsilons": [float(e) for e in cost.epsilons],
+                "exact": {"orders": [str(o) for o in cost.orders], "epsilons": [str(e) for e in cost.epsilons]}}
     else:
         assert isinstance(cost, ZCDP)
         fields = {"rho": cost.rho, "delta": cost.delta}

@@ -6,7 +6,9 @@ currency (docs/accounting.md; the ledger's rules: :mod:`accounting.ledger`):
 - ``"pure"``: (ε, 0); ``"approx"``: (ε, δ); ``"zcdp"``: (ρ, δ) of approximate
   zCDP (Bun & Steinke 2016, Def. 8.1); ``"gdp"``: (μ², 0), since μ-GDP
   composes as √(Σμᵢ²) (Dong, Roth & Su 2022, Cor. 3.3); ``"rdp"``: an RDP curve
-  with one entry per order of :data:`accounting.rdp.ORDERS` (Mironov 2017).
+  with one entry per order the account holds (a selection of
+  :data:`accounting.rdp.ORDERS`, Mironov 2017); the rdp helpers take those
+  ``orders``.
 - :data:`ZERO` (two zeros) is the zero of every currency: shorter vectors are
   padded with zeros, so component-wise sums, differences and maxima are exact.
 - :func:`in_currency` states a cost in an account's currency where the math
@@ -26,7 +28,7 @@ from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 __all__ = [
     "CURRENCIES", "FUNDABLE", "ZERO", "Currency", "Vector", "add", "as_cost", "currency_of", "exhausted", "fits",
-    "in_currency", "is_currency", "is_zero", "rdp_curve", "sub", "to_approx", "widest",
+    "as_curve", "in_currency", "is_currency", "is_zero", "rdp_curve", "sub", "to_approx", "widest",
 ]
 
 Currency = Literal["pure", "approx", "zcdp", "gdp", "rdp"]
@@ -79,15 +81,15 @@ def is_zero(a: Vector) -> bool:
     return not any(a)
 
 
-def exhausted(remaining: Vector, currency: str) -> bool:
-    """No charge can fit: ε (ρ, μ²) is used up, or, for an RDP curve, some order is."""
+def exhausted(remaining: Vector, currency: str, orders: tuple[Fraction, ...] = ORDERS) -> bool:
+    """No charge can fit: ε (ρ, μ²) is used up, or, for an RDP curve, some held order is."""
     if currency == "rdp":
-        return min(remaining) <= 0
+        return min(remaining[:len(orders)]) <= 0
     return remaining[0] <= 0
 
 
-def as_cost(vector: Vector, currency: str) -> Cost:
-    """The cost of ``currency`` whose spend vector is ``vector``."""
+def as_cost(vector: Vector, currency: str, orders: tuple[Fraction, ...] = ORDERS) -> Cost:
+    """The cost of ``currency`` whose spend vector is ``vector`` (an rdp vector lists ``orders``)."""
     if currency == "pure":
         return PureDP(vector[0])
     if currency == "approx":
@@ -95,14 +97,17 @@ def as_cost(vector: Vector, currency: str) -> Cost:
     if currency == "gdp":
         return GDP.from_mu_squared(vector[0])
     if currency == "rdp":
-        return as_curve(vector)
+        return as_curve(vector, orders)
     return ZCDP(vector[0], vector[1])
 
 
-
-def as_curve(vector: Vector) -> RDP:
-    """The RDP curve of an rdp spend vector (padded with zeros to one entry per order)."""
-    return RDP(tuple(vector) + (Fraction(0),) * (len(ORDERS) - len(vector)))
+def as_curve(vector: Vector, orders: tuple[Fraction, ...] = ORDERS) -> RDP:
+    """The RDP curve of an rdp spend vector at ``orders`` (cut or padded with zeros to one entry per order)."""
+    n = len(orders)
+    values = tuple(vector[:n]) + (Fraction(0),) * (n - len(vector))
+    if any(v < 0 for v in values):  # a remaining budget can be negative at no order of a granted account
+        return RDP(values, orders)  # raises, naming the field
+    return RDP._exact(values, orders)
 
 
 def currency_of(cost: Cost) -> Currency:
@@ -118,12 +123,12 @@ def currency_of(cost: Cost) -> Currency:
     return "zcdp"
 
 
-def in_currency(cost: Cost, currency: str, path: str) -> Vector:
-    """The cost as a spend vector of ``currency``; TypeError where the math forbids it."""
+def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ...] = ORDERS) -> Vector:
+    """The cost as a spend vector of ``currency`` (rdp: at ``orders``); TypeError where the math forbids it."""
     if isinstance(cost, ApproxDP) and cost.delta == 0:
         cost = PureDP(cost.eps)
     if currency == "rdp":
-        return rdp_curve(cost, path)
+        return rdp_curve(cost, path, orders)
     if isinstance(cost, RDP):
         raise TypeError(f"account {path!r} ({currency}) cannot take an RDP charge ({cost}): an RDP curve on a grid "
                         "of orders implies no zCDP, GDP or (eps, delta) figure without choosing delta; "
@@ -152,23 +157,34 @@ def in_currency(cost: Cost, currency: str, path: str) -> Vector:
                     f"zCDP does not imply {currency} DP")
 
 
-def rdp_curve(cost: Cost, path: str) -> Vector:
-    """The exact RDP curve of a cost on the grid (:mod:`accounting.rdp`); approximate costs have none."""
+def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS) -> Vector:
+    """The exact RDP curve of a cost at ``orders`` (:mod:`accounting.rdp`); approximate costs have none.
+
+    An RDP cost must list every one of ``orders`` (an account's held orders);
+    a cost missing one is refused (``TypeError``), since nothing is known there.
+    """
     if isinstance(cost, RDP):
-        return cost.epsilons
+        if cost.orders is orders or cost.orders == orders:
+            return cost.epsilons
+        values = tuple(cost.at(order) for order in orders)
+        missing = [float(order) for order, value in zip(orders, values, strict=True) if value is None]
+        if missing:
+            raise TypeError(f"account {path!r} (rdp) holds orders {missing} where the RDP charge {cost} has no "
+                            "finite value")
+        return values  # type: ignore[return-value]  # no None left
     if isinstance(cost, PureDP):
-        return rdp.pure_curve(cost.eps)
+        return rdp.pure_curve(cost.eps, orders)
     if isinstance(cost, GDP):
-        return rdp.gaussian_curve(cost.mu_squared / 2)
+        return rdp.gaussian_curve(cost.mu_squared / 2, orders)
     if isinstance(cost, ZCDP) and cost.delta == 0:
-        return rdp.gaussian_curve(cost.rho)
+        return rdp.gaussian_curve(cost.rho, orders)
     raise TypeError(f"account {path!r} (rdp) cannot take {cost}: an approximate (delta > 0) charge has no RDP curve")
 
 
-def to_approx(used: Vector, currency: str, delta: Fraction) -> Fraction:
-    """Certified ε at ``delta`` of a zCDP (ρ), GDP (μ²) or RDP (curve) spend vector."""
+def to_approx(used: Vector, currency: str, delta: Fraction, orders: tuple[Fraction, ...] = ORDERS) -> Fraction:
+    """Certified ε at ``delta`` of a zCDP (ρ), GDP (μ²) or RDP (curve at ``orders``) spend vector."""
     if currency == "zcdp":
         return convert.zcdp_to_approx_certified(used[0], delta)
     if currency == "gdp":
         return gdp.gdp_to_approx_certified(used[0], delta)
-    return rdp.curve_to_approx_certified(as_curve(used).epsilons, delta)
+    return rdp.curve_to_approx_certified(as_curve(used, orders).epsilons, delta, orders)

@@ -11,9 +11,10 @@ apply the plan (docs/accounting.md; the ledger's rules: :mod:`accounting.ledger`
 - A zCDP, GDP or RDP child of an (ε, δ) share gets the largest budget certified
   to convert to at most the share: ρ_max of the CKS conversion rounded down
   (:func:`accounting.convert.approx_to_zcdp_certified`), μ_max
-  (:func:`accounting.gdp.approx_to_gdp_certified`), or a Gaussian curve αρ
-  (:func:`accounting.rdp.largest_gaussian_rho`) unless a budget curve is given,
-  which must itself convert to at most the share.
+  (:func:`accounting.gdp.approx_to_gdp_certified`), or, for RDP, one held order
+  with the budget meeting the share there (:func:`accounting.rdp.held_for_share`)
+  unless a budget curve is given (it holds the orders it lists), which must
+  itself convert to at most the share.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from accounting import convert, gdp, rdp
-from accounting.costs import RDP, as_fraction
+from accounting.costs import ORDERS, RDP, as_fraction
 from accounting.spend import CURRENCIES, FUNDABLE, Currency, Vector, is_currency
 
 __all__ = ["Plan", "check_curves", "check_weights", "child_budget", "describe_split", "plan_split"]
 
-#: Child name → (share taken from the parent, in its currency; child's budget, in the child's).
-Plan = dict[str, tuple[Vector, Vector]]
+#: Child name → (share taken from the parent, in its currency; child's budget, in the child's; the orders an rdp
+#: child holds, :data:`accounting.costs.ORDERS` for the others).
+Plan = dict[str, tuple[Vector, Vector, tuple[Fraction, ...]]]
 
 
 def check_weights(weights: object, currency: object,
@@ -74,41 +76,46 @@ def check_curves(curves: Mapping[str, RDP] | None, currencies: Mapping[str, Curr
 
 
 def plan_split(remaining: Vector, weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], parent: Currency,
-         curves: Mapping[str, RDP]) -> Plan:
-    """Each child's exact share of ``remaining`` (in proportion to ``weights``) and its budget."""
+               curves: Mapping[str, RDP], orders: tuple[Fraction, ...] = ORDERS) -> Plan:
+    """Each child's exact share of ``remaining`` (in proportion to ``weights``), its budget and held orders.
+
+    ``orders`` are the parent's held orders (an rdp parent's children hold the same).
+    """
     total = sum(weights.values())
     planned: Plan = {}
     for name, weight in weights.items():
         share = tuple(part * weight / total for part in remaining)
-        planned[name] = child_budget(name, share, currencies[name], parent, curves.get(name))
+        planned[name] = child_budget(name, share, currencies[name], parent, curves.get(name), orders)
     return planned
 
 
-def child_budget(name: str, share: Vector, currency: Currency, parent: Currency,
-                 curve: RDP | None = None) -> tuple[Vector, Vector]:
-    """(share taken from the parent, child's budget in its currency): the module docstring's rules."""
+def child_budget(name: str, share: Vector, currency: Currency, parent: Currency, curve: RDP | None = None,
+                 orders: tuple[Fraction, ...] = ORDERS) -> tuple[Vector, Vector, tuple[Fraction, ...]]:
+    """(share taken from the parent, child's budget in its currency, held orders): the module docstring's rules."""
     if currency == parent:
-        return share, share
+        return share, share, orders
     if currency == "pure":  # pure child of an approx account: delta stays with the parent
-        return (share[0], Fraction(0)), (share[0], Fraction(0))
+        return (share[0], Fraction(0)), (share[0], Fraction(0)), ORDERS
     # zCDP, GDP or RDP child of an approx account.
     if share[1] <= 0:
         raise ValueError(f"currency[{name!r}]={currency!r} needs a delta > 0 in its (eps, delta) share")
     if currency == "gdp":  # the largest μ meeting the share, exactly (certified)
         mu_max = gdp.approx_to_gdp_certified(share[0], share[1])
-        return share, (mu_max * mu_max, Fraction(0))
+        return share, (mu_max * mu_max, Fraction(0)), ORDERS
     if currency == "rdp":
         if curve is None:
-            return share, rdp.gaussian_curve(rdp.largest_gaussian_rho(share[0], share[1]))
+            curve = rdp.held_for_share(share[0], share[1])
         if not isinstance(curve, RDP):
             raise TypeError(f"curves[{name!r}] must be an accounting.RDP, got {type(curve).__name__}")
-        eps = rdp.curve_to_approx_certified(curve.epsilons, share[1])
+        eps = rdp.curve_to_approx_certified(curve.epsilons, share[1], curve.orders)
         if eps > share[0]:
             raise ValueError(f"curves[{name!r}] converts to eps={float(eps):.6g} at delta={float(share[1]):.3g}, "
                              f"above its share eps={float(share[0]):.6g}")
-        return share, curve.epsilons
+        if min(curve.epsilons) <= 0:
+            raise ValueError(f"curves[{name!r}] must be > 0 at every order it lists (drop the orders it does not hold)")
+        return share, curve.epsilons, curve.orders
     rho_max = convert.approx_to_zcdp_certified(share[0], share[1])
-    return share, (rho_max, Fraction(0))
+    return share, (rho_max, Fraction(0)), ORDERS
 
 
 def describe_split(weights: Mapping[str, Fraction], currencies: Mapping[str, str]) -> str:

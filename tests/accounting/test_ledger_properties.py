@@ -191,11 +191,10 @@ def test_random_operations_never_overspend_and_refusal_changes_nothing(budget, o
 MIXED = ["pure", "approx", "zcdp", "gdp", "rdp"]
 
 
-def mixed_reference(cost, currency):
-    """Independent spend vector of a cost in a currency (None: refused), replace-one relation."""
+def mixed_reference(cost, currency, orders=rdp_module.ORDERS):
+    """Independent spend vector of a cost in a currency (None: refused), replace-one relation (rdp: at ``orders``)."""
     if isinstance(cost, ApproxDP) and cost.delta == 0:
         cost = PureDP(cost.eps)
-    orders = rdp_module.ORDERS
     if currency == "rdp":
         if isinstance(cost, PureDP):
             return tuple(min(cost.eps, a * cost.eps**2 / 2) for a in orders)
@@ -247,7 +246,7 @@ def test_mixed_currency_sequences_never_grant_past_the_budget(weights, operation
                 "gdp": GDP(unit)}[kind]
         if account.currency == "gdp" and kind == "pure":
             continue  # the pure → GDP μ is irrational: checked in test_gdp.py
-        expected = mixed_reference(cost, account.currency)
+        expected = mixed_reference(cost, account.currency, account.orders)
         ref = refs[account.path]
         before = ledger.to_json()
         try:
@@ -268,7 +267,8 @@ def test_mixed_currency_sequences_never_grant_past_the_budget(weights, operation
     share = (Fraction(4) * weights[3] / sum(weights), Fraction(2, 100) * weights[3] / sum(weights))
     assert gdp_module.certified_delta(children["gdp-account"].budget.mu_squared, share[0], share[1])
     share = (Fraction(4) * weights[4] / sum(weights), Fraction(2, 100) * weights[4] / sum(weights))
-    assert rdp_module.curve_to_approx_certified(children["rdp-account"].budget.epsilons, share[1]) <= share[0]
+    held = children["rdp-account"].budget
+    assert rdp_module.curve_to_approx_certified(held.epsilons, share[1], held.orders) <= share[0]
     guarantee = ledger.guarantee()
     assert guarantee.eps <= budget.eps and guarantee.delta <= budget.delta
 

@@ -8,7 +8,7 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from accounting import GDP, RDP, ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP, convert, rdp
+from accounting import GDP, RDP, ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP, rdp
 from accounting.events import planned_curve
 
 ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -42,41 +42,42 @@ def rdp_pool(budget=None, relation="add_remove", plan=None):
 
 
 @pytest.mark.parametrize("events", [1, 2])
-def test_subsampled_dpsgd_events_match_the_rdp_accountant_on_the_composition(events):
+def test_subsampled_dpsgd_events_are_bounded_at_the_held_order(events):
     delta = 1e-5
     ledger, pool = rdp_pool(plan=sgd_event(steps=400))
+    (order,) = pool.orders
     for _ in range(events):
         pool.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
-    reference = rdp_epsilon(dp_accounting.ComposedDpEvent([sgd_event()] * events), delta)
-    eps = float(ledger.guarantee().eps)
-    assert eps == pytest.approx(reference, rel=2e-2)
-    assert eps >= reference * (1 - 1e-9)  # conservative rounding
-    # composition before conversion: far below the sum of the two converted events
-    if events == 2:
-        assert eps < 2 * rdp_epsilon(sgd_event(), delta) * 0.8
+    composed = dp_accounting.ComposedDpEvent([sgd_event()] * events)
+    at_order = rdp_privacy_accountant.RdpAccountant([float(order)])
+    at_order.compose(composed)
+    assert float(pool.spent.epsilons[0]) == pytest.approx(at_order._rdp[0], rel=1e-9)
+    eps = float(ledger.guarantee().eps)  # the odometer at the held order: valid, above the full grid's figure
+    assert eps >= rdp_epsilon(composed, delta) * (1 - 1e-9)
+    assert eps == pytest.approx(rdp_privacy_accountant.compute_epsilon([float(order)], at_order._rdp, delta)[0],
+                                rel=1e-6)
 
 
-def test_the_default_rdp_budget_is_the_largest_gaussian_curve_meeting_the_share():
+def test_the_default_rdp_budget_holds_the_gaussian_best_order_and_meets_the_share():
     _, pool = rdp_pool(ApproxDP(4, 0.02))
-    curve = pool.budget.epsilons
-    rho = curve[rdp.ORDERS.index(2)] / 2
-    assert all(c == order * rho for c, order in zip(curve, rdp.ORDERS, strict=True))
-    accountant = rdp_privacy_accountant.RdpAccountant()
-    accountant.compose(dp_accounting.ZCDpEvent(float(rho)))
-    assert accountant.get_epsilon(0.02) <= 4 + 1e-9
-    assert accountant.get_epsilon(0.02) == pytest.approx(4, rel=1e-6)  # nothing wasted on the grid
-    # a grid of orders can only do worse than the CKS inverse over all real orders, here by < 0.1%
-    assert float(rho) <= convert.approx_to_zcdp(4, 0.02) and float(rho) == pytest.approx(
-        convert.approx_to_zcdp(4, 0.02), rel=1e-3)
+    (order,) = pool.orders
+    assert order == Fraction(27, 10)  # argmax over the grid of the Gaussian's largest rho (CKS at each order)
+    (budget,) = pool.budget.epsilons
+    claim, _ = rdp_privacy_accountant.compute_epsilon([2.7], [float(budget)], 0.02)
+    assert claim <= 4 + 1e-9 and claim == pytest.approx(4, rel=1e-9)  # nothing wasted at the held order
+    rho = budget / order  # the Gaussian with this rho fits exactly: the grid's best rho
+    assert float(rho) == pytest.approx(float(rdp.largest_gaussian_rho(Fraction(4), Fraction(2, 100))), rel=1e-9)
 
 
-def test_the_gaussian_default_curve_refuses_a_subsampled_run_that_a_planned_curve_takes():
-    _, gaussian = rdp_pool(ApproxDP(4, 1e-5))
+def test_the_full_grid_gaussian_curve_refuses_a_subsampled_run_that_the_held_order_takes():
+    rho = rdp.largest_gaussian_rho(Fraction(4), Fraction(1, 10**5))
+    ledger = Ledger(ApproxDP(4, 1e-5), relation="add_remove")
+    gaussian = ledger.split({"sgd": 1}, currency={"sgd": "rdp"}, curves={"sgd": RDP(rdp.gaussian_curve(rho))})["sgd"]
     with pytest.raises(BudgetExceeded):  # high orders: the subsampled curve is far above αρ
         gaussian.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
-    _, planned = rdp_pool(ApproxDP(4, 1e-5), plan=sgd_event(steps=1000))
+    _, held = rdp_pool(ApproxDP(4, 1e-5))
     for _ in range(10):
-        planned.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
+        held.charge_event(sgd_event(), mechanism="DP-SGD", relation="add_remove")
 
 
 def test_a_user_curve_is_checked_against_the_share():
@@ -109,7 +110,6 @@ def test_over_budget_event_is_refused_and_changes_nothing(tmp_path):
 
 
 def test_to_dp_event_round_trips_through_dp_accounting():
-    delta = 1e-6
     ledger = Ledger(ApproxDP(20, 1e-5), relation="add_remove")
     accounts = ledger.split({"g": 1, "r": 1, "z": 1}, currency={"g": "gdp", "r": "rdp", "z": "zcdp"},
                             curves={"r": planned_curve(sgd_event(), Fraction(20, 3), Fraction(1, 3 * 10**5))})
@@ -126,8 +126,10 @@ def test_to_dp_event_round_trips_through_dp_accounting():
     again = Ledger(ApproxDP(20, 1e-5), relation="add_remove")
     pool = again.split({"all": 1}, currency={"all": "rdp"}, curves={"all": planned_curve(event, 20, 1e-5)})["all"]
     pool.charge_event(event, mechanism="replay", relation="add_remove")
-    assert float(rdp.curve_to_approx_certified(pool.spent.epsilons, Fraction(delta))) == pytest.approx(
-        rdp_epsilon(expected, delta), rel=1e-8)
+    (order,) = pool.orders
+    at_order = rdp_privacy_accountant.RdpAccountant([float(order)])
+    at_order.compose(expected)
+    assert float(pool.spent.epsilons[0]) == pytest.approx(at_order._rdp[0], rel=1e-8)
     pure = Ledger(ApproxDP(1, 1e-5), relation="add_remove")
     pure.charge(PureDP(0.1), mechanism="Laplace", relation="add_remove")
     with pytest.raises(TypeError, match="charge #1"):
