@@ -8,10 +8,13 @@ Public API (see docs/design.md, accounting/): cost values :class:`PureDP`,
 which also takes dp-accounting events); the type aliases :data:`Number` (what a
 cost field accepts), :data:`Currency`, :data:`Relation` and :data:`PartitionKey`; the
 journal's errors (:mod:`accounting.journal`, docs/threat-model.md);
-conversions in :mod:`accounting.convert`.
+conversions in :mod:`accounting.convert`; noise calibrated to what an account
+has left, :func:`calibrate_noise_multiplier` and :func:`calibrate_gaussian_sigma`
+(:mod:`accounting.calibrate`).
 """
 
 from accounting import convert, gdp, rdp
+from accounting.calibrate import calibrate_gaussian_sigma, calibrate_noise_multiplier
 from accounting.chargeable import Budgeted, Chargeable, EventChargeable, PartitionKey
 from accounting.costs import GDP, RDP, RELATIONS, ZCDP, ApproxDP, Cost, Number, PureDP, Relation
 from accounting.journal import (
@@ -57,6 +60,8 @@ __all__ = [
     "PureDP",
     "Receipt",
     "Relation",
+    "calibrate_gaussian_sigma",
+    "calibrate_noise_multiplier",
     "convert",
     "gdp",
     "rdp",

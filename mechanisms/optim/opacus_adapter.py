@@ -17,6 +17,15 @@ the event is restated or refused by the account (``docs/accounting.md``).
 
 The guard counts noise draws, which is what opacus's own accountant counts
 (one per ``step`` that is not skipped for gradient accumulation).
+
+:func:`make_private_with_ledger` is opacus's ``make_private_with_epsilon``
+charged through the ledger: the noise multiplier is the smallest whose planned
+run fits what the account has left, costed as the account will charge it
+(:func:`accounting.calibrate.calibrate_noise_multiplier`), and the run is then
+charged with :func:`charge_training` before any step. opacus's own
+``make_private_with_epsilon`` calibrates with its accountant (RDP: the ledger
+records 0.904 for a target of 1, about 10% too much noise), not with the
+ledger's costing.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import dp_accounting
 from accounting import EventChargeable, Receipt
 from accounting.validation import check_int, check_positive, check_real
 
-__all__ = ["PlanExhausted", "TrainingCharge", "charge_training", "training_event"]
+__all__ = ["PlanExhausted", "TrainingCharge", "charge_training", "make_private_with_ledger", "training_event"]
 
 
 class PlanExhausted(RuntimeError):
@@ -113,3 +122,61 @@ def charge_training(account: EventChargeable, optimizer: object, *, sample_rate:
     optimizer.add_noise = guarded_add_noise
     optimizer._dpglm_guarded = True
     return charge
+
+
+def make_private_with_ledger(engine: object, account: EventChargeable, *, module: object, optimizer: object,
+                             data_loader: object, epochs: int, max_grad_norm: float,
+                             mechanism: str = "opacus DP-SGD", note: str = "",
+                             **make_private: object) -> tuple[object, object, object, TrainingCharge]:
+    """``engine.make_private`` with the noise calibrated to ``account``'s remaining budget, and the run charged.
+
+    Parameters
+    ----------
+    engine : opacus.PrivacyEngine
+    account : accounting.Account or accounting.Ledger
+        An approx account (the run is charged at its whole remaining δ), an
+        rdp account (its held orders), or a gdp/zcdp account for full-batch
+        loaders only (:func:`accounting.calibrate_noise_multiplier`).
+    module, optimizer, data_loader :
+        As for ``make_private``; Poisson sampling at q = 1/len(data_loader).
+    epochs : int
+        The run's length: epochs × len(data_loader) noisy steps are charged.
+    max_grad_norm : float
+        Clipping norm C.
+    make_private :
+        Other keyword arguments of ``make_private`` (not ``noise_multiplier``).
+
+    Returns
+    -------
+    (module, optimizer, data_loader, TrainingCharge)
+        What ``make_private`` returns, and the charge (its receipt and step cap).
+
+    Raises
+    ------
+    accounting.BudgetExceeded
+        Never for a calibrated run unless another charge took the budget
+        between calibration and charge; then nothing was drawn.
+    """
+    from accounting.calibrate import calibrate_noise_multiplier
+
+    if "noise_multiplier" in make_private:
+        raise TypeError("noise_multiplier is calibrated from the account; do not pass it")
+    epochs = check_int("epochs", epochs, 1)
+    clip = check_positive("max_grad_norm", max_grad_norm)
+    batches = len(data_loader)  # type: ignore[arg-type]
+    if batches < 1:
+        raise ValueError("data_loader must have at least one batch")
+    sample_rate, steps = 1 / batches, epochs * batches
+    z = calibrate_noise_multiplier(account, sample_rate=sample_rate, steps=steps)
+    remaining = getattr(account, "remaining", None)
+    delta = getattr(remaining, "delta", None) if account.currency == "approx" else None
+    model, private_optimizer, loader = engine.make_private(  # type: ignore[attr-defined]
+        module=module, optimizer=optimizer, data_loader=data_loader, noise_multiplier=z, max_grad_norm=clip,
+        **make_private)
+    rate = getattr(loader, "sample_rate", sample_rate)
+    if rate != sample_rate:
+        raise ValueError(f"the private loader samples at {rate!r}, not the calibrated 1/len(data_loader) = "
+                         f"{sample_rate!r}")
+    charge = charge_training(account, private_optimizer, sample_rate=sample_rate, steps=steps, delta=delta,
+                             mechanism=mechanism, note=note)
+    return model, private_optimizer, loader, charge
