@@ -95,16 +95,27 @@ class AnchorFile:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.identity = _identity(os.fstat(self._fd))
+        self._bytes = b""
+        self._last: Anchor | None = None
 
     def read(self) -> Anchor | None:
-        """The anchor as the file holds it now (None if empty); ``ValueError`` if no slot is valid."""
+        """The anchor as the file holds it now (None if empty); ``ValueError`` if no slot is valid.
+
+        The bytes last read or written are remembered, so an anchor no other
+        process has rewritten since is not decoded again.
+        """
         data = os.pread(self._fd, 2 * _SLOT, 0)
-        return _best(self.path, data) if data else None
+        if data != self._bytes:
+            self._bytes, self._last = data, (_best(self.path, data) if data else None)
+        return self._last
 
     def write(self, anchor: Anchor) -> None:
         """Record ``anchor`` in slot ``seq % 2`` and fsync before returning."""
-        os.pwrite(self._fd, _encode(anchor), (anchor.seq % 2) * _SLOT)
+        record, at = _encode(anchor), (anchor.seq % 2) * _SLOT
+        os.pwrite(self._fd, record, at)
         _datasync(self._fd)
+        if len(self._bytes) == 2 * _SLOT:
+            self._bytes, self._last = self._bytes[:at] + record + self._bytes[at + _SLOT:], anchor
 
     def reset(self, anchor: Anchor) -> None:
         """Write ``anchor`` to both slots (a new journal, or re-anchoring a journal that had none)."""

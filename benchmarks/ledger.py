@@ -1,25 +1,157 @@
-"""Ledger throughput: granted charges per second, in memory and with the SQLite journal.
+"""Ledger throughput: persistent charges against plain SQLite on the same disk, side by side, as ratios.
 
-Run: ``python -m benchmarks.ledger [--memory N] [--journal N]``. The journalled
-case commits each chained row into the main file (rollback journal,
-``synchronous=FULL``: the journal and the .db are fsync'd) and fsyncs the anchor
-before each receipt (accounting/journal.py), so it measures the disk's fsync
-rate more than the ledger. Before the chained journal (WAL, one fsync per
-charge, the last charges only in -wal) the same machine did about 3-4x more.
+Run: ``python -m benchmarks.ledger [--seconds S] [--dir DIR] [--memory N]``.
+
+First the in-memory charge paths (zCDP, 16 partitions, gdp, rdp accounts),
+then the journal.
+
+Each journalled charge (accounting/journal.py) is one transaction: flock on
+the side lock, ``BEGIN IMMEDIATE``, read the rows others added, check the
+budget, ``INSERT``, ``COMMIT`` (WAL, ``synchronous=FULL``: the ``-wal`` is
+fsync'd), then the anchor is rewritten and ``fdatasync``'d. The baseline is
+plain SQLite doing ``BEGIN IMMEDIATE; INSERT; COMMIT`` in the same mode (WAL,
+``synchronous=FULL``) on the same filesystem, with one process and with four
+processes sharing one database, as the four ledger processes share one
+journal. Both run for the same wall time after every process has opened its
+file, alternating in three rounds so that both see the same (shared) disk;
+the table gives operations per second, the ledger/baseline ratio, each
+process's share of the grants, and flushes (fsync + fdatasync calls) per
+operation counted by ``strace -c -f`` when strace is installed.
+
+Issue 21's targets: 1 process >= 0.4x the baseline; 4 processes together >=
+0.4x four plain processes, each process >= 15% of the grants. The directory
+must be on a real disk, not tmpfs (the default is a temporary directory in
+the current one).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
 from fractions import Fraction
+from typing import Any
 
 from accounting import GDP, RDP, ZCDP, ApproxDP, Cost, Ledger
 from accounting.costs import ORDERS
+from accounting.sidelock import filesystem_type
+
+BUDGET = ZCDP(10**9)
+COST = ZCDP(Fraction(1, 10**6))
 
 
+# ----- the two workloads ----------------------------------------------------------------------------
+def _open_plain(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
+    return conn
+
+
+def _plain_op(conn: sqlite3.Connection, k: int) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO events (payload) VALUES (?)", (f'{{"charge": {k}}}',))
+    conn.execute("COMMIT")
+
+
+def _worker(folder: str, processes: int, rounds: int, seconds: float, start: Any, results: Any) -> None:
+    """Open both files, then, in each round, operate for ``seconds`` on each kind in turn (all processes together)."""
+    conn = _open_plain(os.path.join(folder, f"plain-{processes}.db"))
+    ledger = Ledger(BUDGET, journal=os.path.join(folder, f"ledger-{processes}.db"))
+    operations = {"plain": lambda k: _plain_op(conn, k),
+                  "ledger": lambda k: ledger.charge(COST, mechanism="DPSGD", note=str(k))}
+    for _ in range(rounds):
+        for kind, operate in operations.items():
+            start.wait()
+            began = time.perf_counter()
+            count = 0
+            while time.perf_counter() - began < seconds:
+                operate(count)
+                count += 1
+            results.put((kind, os.getpid(), count, time.perf_counter() - began))
+    conn.close()
+    ledger.close()
+
+
+def _prepare(kind: str, path: str) -> None:
+    if kind == "plain":
+        _open_plain(path).close()
+    else:
+        Ledger(BUDGET, journal=path).close()
+
+
+def run(folder: str, processes: int, seconds: float, rounds: int = 3) -> dict[str, tuple[float, list[float]]]:
+    """Per kind: operations per second of ``processes`` processes sharing one file, and each process's share.
+
+    The kinds alternate in ``rounds`` rounds of ``seconds`` each, so both see
+    the same disk (it is shared with other work) for the same total time.
+    """
+    for kind in ("plain", "ledger"):
+        _prepare(kind, os.path.join(folder, f"{kind}-{processes}.db"))
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(processes + 1), context.Queue()
+    workers = [context.Process(target=_worker, args=(folder, processes, rounds, seconds, start, results))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    done: list[tuple[str, int, int, float]] = []
+    for _ in range(2 * rounds):
+        start.wait()
+        done.extend(results.get(timeout=600) for _ in workers)
+    for worker in workers:
+        worker.join()
+    out = {}
+    for kind in ("plain", "ledger"):
+        mine = [entry for entry in done if entry[0] == kind]
+        per_process: dict[int, int] = {}
+        for _, pid, count, _ in mine:
+            per_process[pid] = per_process.get(pid, 0) + count
+        total = sum(per_process.values())
+        wall = sum(elapsed for _, _, _, elapsed in mine) / processes  # every process runs each round's seconds
+        out[kind] = (total / wall, [count / total for count in per_process.values()])
+    return out
+
+
+# ----- flushes per operation --------------------------------------------------------------------------
+def _flush_worker(kind: str, path: str, count: int) -> None:
+    """``count`` operations on an existing file (run under strace by :func:`flushes_per_op`)."""
+    if kind == "plain":
+        conn = _open_plain(path)
+        for k in range(count):
+            _plain_op(conn, k)
+        conn.close()
+    else:
+        with Ledger(BUDGET, journal=path) as ledger:
+            for k in range(count):
+                ledger.charge(COST, mechanism="DPSGD", note=str(k))
+
+
+def _strace_flushes(kind: str, path: str, count: int) -> int:
+    code = f"from benchmarks.ledger import _flush_worker; _flush_worker({kind!r}, {path!r}, {count})"
+    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", sys.executable, "-c", code],
+                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    return sum(int(match) for match in re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync$",
+                                                   out.stderr, re.MULTILINE))
+
+
+def flushes_per_op(kind: str, folder: str, count: int = 300) -> float | None:
+    """(flushes of ``count`` operations − flushes of none) / ``count``; None without strace."""
+    if shutil.which("strace") is None:
+        return None
+    path = os.path.join(folder, f"{kind}-flushes.db")
+    _prepare(kind, path)
+    return (_strace_flushes(kind, path, count) - _strace_flushes(kind, path, 0)) / count
+
+
+# ----- in memory (charge paths side by side) -------------------------------------------------------
 def charges_per_second(n_charges: int, journal: str | None, partitions: int, currency: str = "zcdp") -> float:
     """Time ``n_charges`` granted charges on the paper's optimizer account in ``currency`` (zcdp, gdp, rdp).
 
@@ -59,24 +191,46 @@ def rdp_step_cost(budget: Cost, n_charges: int) -> RDP:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=6.0,
+                        help="wall time of each kind per process count, in three alternating rounds (default 6)")
+    parser.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temporary "
+                                                    "directory in the current one; tmpfs is refused)")
     parser.add_argument("--memory", type=int, default=20000, help="charges timed in memory (default 20000)")
-    parser.add_argument("--journal", type=int, default=500, help="charges timed with a journal (default 500)")
     args = parser.parse_args()
-    rows = [
-        ("in memory", args.memory, charges_per_second(args.memory, None, 0)),
-        ("in memory, 16 partitions", args.memory, charges_per_second(args.memory, None, 16)),
-        ("in memory, gdp account", args.memory, charges_per_second(args.memory, None, 0, "gdp")),
-        ("in memory, rdp account", args.memory, charges_per_second(args.memory, None, 0, "rdp")),
-    ]
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "bench.db")
-        rows.append(("SQLite journal (chained)", args.journal, charges_per_second(args.journal, path, 0)))
-    print(f"{'mode':<28} {'charges':>8} {'charges/s':>12}")
-    for mode, count, rate in rows:
-        print(f"{mode:<28} {count:>8} {rate:>12,.0f}")
-    print(f"rdp (pre-built 156-order RDP cost, one held order) / gdp (pre-built GDP cost): "
-          f"{rows[3][2] / rows[2][2]:.2f}x")
+    folder = tempfile.mkdtemp(prefix=".bench-ledger-", dir=args.dir or os.getcwd())
+    kind = filesystem_type(folder)
+    if kind in ("tmpfs", "ramfs"):
+        shutil.rmtree(folder)
+        raise SystemExit(f"--dir: {folder} is on {kind}, which never flushes; measure a real disk")
+    try:
+        print(f"filesystem: {kind} ({folder}); {args.seconds:g} s per run")
+        rows = [
+            ("in memory", charges_per_second(args.memory, None, 0)),
+            ("in memory, 16 partitions", charges_per_second(args.memory, None, 16)),
+            ("in memory, gdp account", charges_per_second(args.memory, None, 0, "gdp")),
+            ("in memory, rdp account", charges_per_second(args.memory, None, 0, "rdp")),
+        ]
+        for mode, rate in rows:
+            print(f"{mode:<28} {rate:>12,.0f} charges/s ({args.memory} charges)")
+        print(f"rdp (pre-built 156-order RDP cost, one held order) / gdp (pre-built GDP cost): "
+              f"{rows[3][1] / rows[2][1]:.2f}x")
+        print(f"{'':4}{'processes':>9} {'plain INSERT+COMMIT/s':>22} {'ledger charges/s':>17} {'ratio':>6}  "
+              "ledger shares per process")
+        for processes in (1, 4):
+            measured = run(folder, processes, args.seconds / 3)
+            (plain, plain_shares), (ledger, shares) = measured["plain"], measured["ledger"]
+            print(f"{'':4}{processes:>9} {plain:>22,.0f} {ledger:>17,.0f} {ledger / plain:>6.2f}  "
+                  + " ".join(f"{share:.0%}" for share in shares)
+                  + ("" if processes == 1 else "  (plain: " + " ".join(f"{s:.0%}" for s in plain_shares) + ")"))
+        flushes = [flushes_per_op(kind_, folder) for kind_ in ("plain", "ledger")]
+        if flushes[0] is None or flushes[1] is None:
+            print("flushes per operation: strace not installed (by design: 1 for plain, 2 for a charge)")
+        else:
+            print(f"flushes (fsync + fdatasync) per operation, strace -c -f: plain {flushes[0]:.2f}, "
+                  f"ledger charge {flushes[1]:.2f}")
+    finally:
+        shutil.rmtree(folder)
 
 
 if __name__ == "__main__":
