@@ -64,12 +64,15 @@ from __future__ import annotations
 import collections
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import convert
 from accounting.validation import check_int, check_positive, check_probability, check_real
+from mechanisms.calibration_cache import cached_calibration
 
 __all__ = [
     "INPUT_SHIFTS",
@@ -305,6 +308,16 @@ def calibrate_noise_bits(n: int, epsilon: float, delta: float, levels: int, coor
     def meets(bits: int) -> bool:
         return vector_sum_delta(n, bits, levels, epsilon, coordinates, max_shift=max_shift, l2_shift=l2_shift) <= delta
 
+    def search() -> int:
+        return _search_noise_bits(meets, epsilon, delta, shifts, n)
+
+    arguments = {"n": n, "epsilon": epsilon, "delta": delta, "levels": levels, "coordinates": coordinates,
+                 "max_shift": max_shift, "l2_shift": l2_shift}
+    return cached_calibration("vector_sum_noise_bits", arguments, search, meets)  # verified on load by meets
+
+
+def _search_noise_bits(meets: Callable[[int], bool], epsilon: float, delta: float, shifts: Any, n: int) -> int:
+    """The bracketing and binary search of :func:`calibrate_noise_bits`."""
     # Start at the analytic-Gaussian analogue (Balle & Wang 2018): the count noise
     # Bin(nb, 1/2) has sd sqrt(nb)/2 and the shifts K_i have l2 norm ||K||.
     # It lands within a fraction of a percent of the answer, so the bracket is narrow.

@@ -6,3 +6,17 @@ import pytest
 def rng() -> np.random.Generator:
     """A fixed-seed generator: tests are reproducible run to run."""
     return np.random.default_rng(20261129)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _calibration_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Shuffle calibrations are cached in a session tmp dir, never in the user's ~/.cache/dpglm."""
+    import os
+
+    previous = os.environ.get("DPGLM_CACHE_DIR")
+    os.environ["DPGLM_CACHE_DIR"] = str(tmp_path_factory.mktemp("dpglm-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("DPGLM_CACHE_DIR", None)
+    else:
+        os.environ["DPGLM_CACHE_DIR"] = previous

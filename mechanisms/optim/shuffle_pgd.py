@@ -53,6 +53,7 @@ from accounting import ApproxDP, Receipt, convert
 from accounting.costs import as_fraction
 from accounting.validation import check_int, check_real
 from mechanisms.base import Mechanism
+from mechanisms.calibration_cache import cached_calibration
 from mechanisms.optim.projection import BallProjection, MetricProjection
 from mechanisms.release import Release, check_generator
 from mechanisms.shuffle import run_vector_summation
@@ -174,7 +175,9 @@ def calibrate_run_noise_bits(n: int, d: int, iterations: int, epsilon: float, de
 
     The run's epsilon decreases in the bits (more independent noise: post-processing), so
     the bracket from the analytic-Gaussian guess (the T rounds' shifts ``K_i`` as one Gaussian
-    of sensitivity ``||K|| sqrt T``, Balle & Wang 2018) is searched by bisection. Cached.
+    of sensitivity ``||K|| sqrt T``, Balle & Wang 2018) is searched by bisection. Cached in the
+    process and on disk (:mod:`mechanisms.calibration_cache`, verified on load by one
+    :func:`run_epsilon` call).
     """
     epsilon = _real("epsilon", epsilon, low=0.0)
     levels = default_levels(check_int("n", n, 2), check_int("d", d)) if levels is None else levels
@@ -186,6 +189,17 @@ def calibrate_run_noise_bits(n: int, d: int, iterations: int, epsilon: float, de
         spent = run_epsilon(n, d, iterations, bits, delta, levels=levels, input_set=input_set)
         return spent <= epsilon - _CHARGE_MARGIN
 
+    def search() -> int:
+        return _search_run_bits(meets, n, d, iterations, epsilon, delta, levels, max_shift, l2_shift)
+
+    arguments = {"n": n, "d": d, "iterations": iterations, "epsilon": epsilon, "delta": delta, "levels": levels,
+                 "input_set": input_set, "margin": _CHARGE_MARGIN}
+    return cached_calibration("shuffle_pgd_run_noise_bits", arguments, search, meets)  # verified on load by meets
+
+
+def _search_run_bits(meets: Callable[[int], bool], n: int, d: int, iterations: int, epsilon: float, delta: float,
+                     levels: int, max_shift: float, l2_shift: float | None) -> int:
+    """The bracketing and bisection of :func:`calibrate_run_noise_bits`."""
     shifts = level_shifts(levels, d, max_shift=max_shift, l2_shift=l2_shift)
     sensitivity = math.sqrt(sum(k * k for k in shifts) * iterations)
     guess = max(1, math.ceil(4.0 * convert.analytic_gaussian_sigma(epsilon, delta, sensitivity) ** 2 / n))

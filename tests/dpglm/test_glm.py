@@ -159,3 +159,19 @@ def test_registry_and_errors():
         PROBIT.fit_mle(X, np.zeros(3), lam=1.0, radius=0.0)
     with pytest.raises(ValueError, match="finite"):
         PROBIT.fit_mle(np.full((3, 2), np.nan), np.zeros(3), lam=1.0)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_a_fit_on_many_rows_sums_them_in_chunks_to_the_same_minimiser(family, rng, monkeypatch):
+    # Memory flat in n: above one chunk the loss, gradient and Hessian are summed a chunk at a
+    # time; the minimiser is the one-block Newton's (and satisfies the optimality condition).
+    import dpglm.glm as glm
+
+    X = rng.normal(size=(500, 4)) / 2
+    y = (rng.random(500) < family.mu(X @ np.array([1.0, -2.0, 0.5, 0.0]))).astype(float)
+    whole = fit_mle(family, X, y, lam=0.3, radius=1.5)
+    monkeypatch.setattr(glm, "_GRAM_CHUNK", 37)
+    chunked = fit_mle(family, X, y, lam=0.3, radius=1.5)
+    assert np.allclose(chunked, whole, atol=1e-10)
+    free = fit_mle(family, X, y, lam=0.3)
+    assert np.abs(X.T @ (family.mu(X @ free) - y) + 0.3 * free).max() < 1e-8
