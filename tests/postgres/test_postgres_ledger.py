@@ -1,5 +1,6 @@
 """Ledger(budget, journal="postgresql://...") has the file journal's API, semantics and refusals."""
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -82,3 +83,18 @@ def test_a_restored_older_image_does_not_regrant(pg_url, sql):
     sql("DROP TABLE snapshot_rows, snapshot_head")
     with pytest.raises(JournalCorruptError, match=r"ends at row 1 but this host's anchor .* records row 2"):
         Ledger(PureDP(1), journal=pg_url)
+
+
+def test_dpglm_ledger_show_reads_a_postgresql_journal(pg_url, capsys):
+    from dpglm.cli import main
+
+    with Ledger(PureDP(1), journal=pg_url) as ledger:
+        ledger.charge(PureDP(0.25), mechanism="laplace")
+        ledger.charge(PureDP(0.5), mechanism="laplace")
+    assert main(["ledger", "show", pg_url, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["budget"]["exact"] == {"eps": "1"}
+    assert document["accounts"]["spent"]["exact"] == {"eps": "3/4"}
+    assert main(["ledger", "show", pg_url.replace("journal=t-", "journal=missing-")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dpglm ledger show: journal postgresql://") and "does not exist" in err and "\n" not in err
