@@ -176,6 +176,7 @@ class Journal:
         self._lock: SideLock | None = None
         self._anchor: AnchorFile | None = None
         self._identity: tuple[int, int] | None = None
+        self._wal_identity: tuple[int, int] | None = None
         self._chain = ChainReader(self.path)
         try:
             self._open_or_create(create)
@@ -285,6 +286,20 @@ class Journal:
                 "apart from the others and fork the budget; remove the other links (find -samefile) to charge it"
             )
 
+    def _remove_creation_leftovers(self, status: os.stat_result) -> bool:
+        """Unlink ``REALPATH.new-*`` names of this very file: a crash between link and unlink while creating.
+
+        Called under the side lock, when no creation can be in progress.
+        """
+        folder, name = os.path.split(self.real_path)
+        removed = False
+        for entry in os.scandir(folder):
+            if entry.name.startswith(name + ".new-") and _identity(entry.stat(follow_symlinks=False)) == _identity(
+                    status):
+                os.unlink(entry.path)
+                removed = True
+        return removed
+
     def _connect(self) -> sqlite3.Connection:
         if not self.read_only:
             return sqlite3.connect(self.real_path, timeout=_BUSY_TIMEOUT, isolation_level=None,
@@ -300,6 +315,8 @@ class Journal:
     def _open(self) -> None:
         status = self._stat()
         if not self.read_only:
+            if status.st_nlink > 1 and self._remove_creation_leftovers(status):
+                status = self._stat()
             self._check_links(status)
         wal = self.real_path + "-wal"
         checkpointed = not os.path.exists(wal) or os.path.getsize(wal) == 0
@@ -328,6 +345,8 @@ class Journal:
         if _identity(after) != _identity(status):
             raise JournalReplacedError(f"journal {self.path} was replaced while it was being opened; open it again")
         self._identity = _identity(status)
+        if not self.read_only and os.path.exists(self.real_path + "-wal"):  # kept until the last connection closes
+            self._wal_identity = _identity(os.stat(self.real_path + "-wal"))
         self._check_anchor(anchored)
         self._check_unresolved_anchor()
 
@@ -399,9 +418,16 @@ class Journal:
         return list(self._events)
 
     def _check_identity(self) -> None:
-        """Refuse if the path no longer names the file opened (deleted or replaced), or has gained a hard link."""
+        """Refuse if the path no longer names the file opened (deleted or replaced), or has gained a hard link.
+
+        The ``-wal`` too: SQLite keeps it while any connection is open, so one
+        deleted under us would take the next commits with it when it closes.
+        """
         for path, held, what in ((self.real_path, self._identity, "journal"),
-                                 (self.anchor_path, self._anchor.identity if self._anchor else None, "anchor")):
+                                 (self.anchor_path, self._anchor.identity if self._anchor else None, "anchor"),
+                                 (self.real_path + "-wal", self._wal_identity, "write-ahead log")):
+            if held is None:
+                continue
             try:
                 now = os.stat(path)
             except FileNotFoundError:

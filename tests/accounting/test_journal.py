@@ -309,6 +309,15 @@ def test_a_journal_deleted_while_held_refuses_the_next_charge_and_is_not_recreat
     assert ledger.root.spent == PureDP(Fraction(2, 5))  # the refused charge changed nothing
 
 
+def test_a_wal_deleted_while_held_refuses_the_next_charge(tmp_path):
+    path = str(tmp_path / "run.db")
+    with Ledger(PureDP(1), journal=path) as ledger:
+        ledger.charge(PureDP(0.25), mechanism="Laplace")
+        os.remove(path + "-wal")  # the committed row lives only there until a checkpoint
+        with pytest.raises(JournalReplacedError, match=r"write-ahead log .*run\.db-wal was deleted"):
+            ledger.charge(PureDP(0.25), mechanism="Laplace")
+
+
 @pytest.mark.parametrize("replaced", ["journal", "anchor"])
 def test_a_journal_or_anchor_replaced_while_held_refuses_the_next_charge(tmp_path, replaced):
     path = str(tmp_path / "run.db")

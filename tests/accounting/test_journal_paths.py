@@ -89,6 +89,15 @@ def test_a_journal_with_two_hard_links_is_refused_and_shown(tmp_path):
         assert ledger.root.spent == PureDP(Fraction(3, 10))
 
 
+def test_a_crash_while_creating_leaves_a_second_link_that_the_next_open_removes(tmp_path):
+    path = tmp_path / "run.db"
+    _charge(path, 1)
+    os.link(path, tmp_path / "run.db.new-0123abcd")  # killed between os.link and the unlink of the temporary name
+    with Ledger(PureDP(1), journal=path) as ledger:
+        assert ledger.root.spent == PureDP(Fraction(1, 10))
+    assert not (tmp_path / "run.db.new-0123abcd").exists() and os.stat(path).st_nlink == 1
+
+
 def test_a_copy_is_shown_never_charged_so_the_budget_cannot_fork(tmp_path):
     path = tmp_path / "run.db"
     _charge(path, 9)  # 0.9 of 1
