@@ -500,9 +500,20 @@ class Journal:
             self._lock.release()
 
     def close(self) -> None:
-        """Close the connection and the side files; the journal stays as it is on disk."""
+        """Close the connection (under the side lock) and the side files; the journal stays as it is on disk.
+
+        The last connection to close checkpoints the ``-wal`` into the file and
+        deletes it; under the side lock that never happens in the middle of
+        another ledger's transaction.
+        """
         if self._conn is not None:
-            self._conn.close()
+            if self._lock is not None:
+                self._lock.acquire()
+            try:
+                self._conn.close()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
             self._conn = None
         for side in (self._anchor, self._lock):
             if side is not None:
