@@ -82,8 +82,9 @@ from typing import Any
 import numpy as np
 
 from accounting import Ledger
-from dpglm._validation import check_generator, check_int, check_positive
+from dpglm._validation import check_generator, check_horizon_left, check_int, check_positive, check_round_order
 from dpglm.glm import GLMFamily, get_family
+from dpglm.policies.invalid import InvalidUsers, check_invalid
 from dpglm.policies.joint_dp_ingredients import DPSGDEstimator, NeverCalled, TreeDesign
 from dpglm.policies.joint_dp_plan import (
     JointDPPlan,
@@ -110,7 +111,7 @@ __all__ = [
 _NeverCalled = NeverCalled  # the old private name (audits and tests may hold it)
 
 
-class JointDPGLMBandit(RarelySwitchingBandit):
+class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
     """Paper Algorithm 2: (ε, δ)-joint-DP rarely-switching GLM bandit (see the module docstring).
 
     Deviations from the paper (module docstring): θ̂_o is not refitted in each
@@ -154,6 +155,10 @@ class JointDPGLMBandit(RarelySwitchingBandit):
     tree_share, o_share, noise_term : float, optional
         ``tight`` only: the pool's tree share, θ̂_o's share of the refits, Criterion II's
         noise term (defaults :data:`~dpglm.policies.tight_plan.TREE_SHARE` etc.).
+    invalid : {"clip", "skip", "raise"}
+        What an out-of-domain user (‖x‖ > 1, NaN, a reward outside [0, R]) gets
+        (:mod:`dpglm.policies.invalid`, docs/service.md). A skipped user adds a zero leaf
+        to both trees and no refit row.
 
     Attributes
     ----------
@@ -187,8 +192,11 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         tree_share: float | None = None,
         o_share: float | None = None,
         noise_term: float | None = None,
+        invalid: str = "clip",
     ) -> None:
         d, horizon, S = check_int("d", d), check_int("horizon", horizon), check_positive("S", S)
+        self.invalid = check_invalid(invalid)
+        self._skipping = False
         self.ledger, self.epsilon, self.delta = joint_dp_ledger(ledger, epsilon, delta)
         family = get_family(family)
         rng = check_generator(rng)
@@ -208,6 +216,44 @@ class JointDPGLMBandit(RarelySwitchingBandit):
         super().__init__(family, d, plan.params, design_v=plan.design_v, design_h=plan.design_h,
                          estimator_o=plan.estimator_o, estimator_tau=plan.estimator_tau, horizon=horizon)
         self.preset = plan.preset
+
+    def choose(self, arms: np.ndarray) -> int:
+        """Screen the user's arms (``invalid=``, :mod:`dpglm.policies.invalid`), then Alg. 2's round."""
+        if self._skipping:
+            check_round_order(True, "choose")
+        if self.invalid != "raise":
+            screened = self._screen_arms(arms)
+            if screened is None:
+                return self._skip_choose()
+            arms = screened
+        return super().choose(arms)
+
+    def _skip_choose(self) -> int:
+        """A skipped user: the round's refits as usual, then the public arm 0 and nothing staged."""
+        check_round_order(self._pending, "choose")
+        if self.t >= self._limit:
+            check_horizon_left(self.t, int(self._limit))
+        self._start_round()
+        self._skipping = True
+        return 0
+
+    def observe(self, reward: float) -> None:
+        """Screen the reward (``invalid=``); a skipped user adds a zero leaf to both trees and no row."""
+        if self._skipping or self.invalid == "raise":
+            if not self._skipping:
+                return super().observe(reward)
+            self._skipping = False
+        elif self._pending is not None:
+            r = self._screen_reward(reward)
+            if r is not None:
+                return super().observe(r)
+            self._pending = None  # the staged row is never committed
+        else:
+            return super().observe(reward)  # raises the round-order error
+        self.t += 1
+        self.design_v.append(None)
+        self.design_h.append(None)
+        return None
 
     def diagnostics(self) -> dict[str, Any]:
         """Criterion counts, refits made/refused, and the ledger's total (ε, δ) (``guarantee_epsilon``/``_delta``)."""

@@ -15,6 +15,7 @@ import numpy as np
 from accounting import Account, ApproxDP, Ledger
 from accounting.costs import as_fraction
 from accounting.validation import check_generator, check_int, check_positive, check_probability
+from dpglm._validation import check_horizon_left, check_round_order
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.batched.loop import BatchedGLMBandit
 from dpglm.policies.batched.parameters import BatchedParameters
@@ -22,6 +23,7 @@ from dpglm.policies.batched.presets import batched_parameters
 from dpglm.policies.batched.private import ShuffledDesignSum, ShufflePGDEstimator
 from dpglm.policies.batched.protocols import BatchEstimator
 from dpglm.policies.batched.schedule import max_batches
+from dpglm.policies.invalid import InvalidUsers, check_invalid
 
 __all__ = ["EstimatorFactory", "ShuffleDPGLMBandit"]
 
@@ -35,7 +37,7 @@ def _default_estimator(family: GLMFamily, params: BatchedParameters, account: Ac
     return ShufflePGDEstimator(family, params.lam, params.radius, account, rng)
 
 
-class ShuffleDPGLMBandit(BatchedGLMBandit):
+class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
     """Paper Algorithm 1: the batched loop with shuffled ``V``/``H_k`` and a shuffle-private ``θ̂_k``.
 
     The ledger is split in halves (paper §5 "Protocol instantiation"): ``covariance``
@@ -61,6 +63,10 @@ class ShuffleDPGLMBandit(BatchedGLMBandit):
     params : BatchedParameters, optional
     levels : int, optional
         Rounding resolution of the summation protocol.
+    invalid : {"clip", "skip", "raise"}
+        What an out-of-domain user (‖x‖ > 1, NaN, a reward outside [0, R]) gets
+        (:mod:`dpglm.policies.invalid`, docs/service.md). A skipped user plays arm 0 and
+        joins its batch as a zero row (x = 0, weight 0): the batch keeps its public size.
     """
 
     name = "ShuffleDP-GLM"
@@ -68,8 +74,10 @@ class ShuffleDPGLMBandit(BatchedGLMBandit):
     def __init__(self, family: GLMFamily | str, d: int, horizon: int, S: float, rng: np.random.Generator, *,
                  estimator: EstimatorFactory | None = None, ledger: Ledger | None = None, epsilon: float | None = None,
                  delta: float | None = None, params: BatchedParameters | None = None,
-                 levels: int | None = None) -> None:
+                 levels: int | None = None, invalid: str = "clip") -> None:
         family = get_family(family)
+        self.invalid = check_invalid(invalid)
+        self._skipping = False
         if ledger is None:
             if epsilon is None or delta is None:
                 raise ValueError("give a ledger, or both epsilon and delta")
@@ -109,6 +117,30 @@ class ShuffleDPGLMBandit(BatchedGLMBandit):
         self.covariance = covariance
         super().__init__(family, d, horizon, params, design_sum=covariance,
                          estimator=estimator(family, params, self.accounts["parameter"], noise_rng), rng=choice_rng)
+
+    def choose(self, arms: np.ndarray) -> int:
+        """Screen the user's arms (``invalid=``, :mod:`dpglm.policies.invalid`), then Alg. 1's draw."""
+        if self.invalid != "raise":
+            screened = self._screen_arms(arms)
+            if screened is None:  # skip: arm 0, a zero row (no draw: the arm is public)
+                check_round_order(self._pending, "choose")
+                check_horizon_left(self.t, self.horizon)
+                self._pending = (np.zeros(self.d), 0.0)
+                self._skipping = True
+                return 0
+            arms = screened
+        return super().choose(arms)
+
+    def observe(self, reward: float) -> None:
+        """Screen the reward (``invalid=``); a skipped user's row is x = 0, weight 0, reward 0."""
+        if self.invalid != "raise" and self._pending is not None:
+            r = None if self._skipping else self._screen_reward(reward)
+            self._skipping = False
+            if r is None:
+                self._pending = (np.zeros(self.d), 0.0)
+                r = 0.0
+            return super().observe(r)
+        return super().observe(reward)
 
     def diagnostics(self) -> dict[str, Any]:
         """Those of the loop plus the ledger's guarantee and the per-batch noise of ``V``/``H_k``."""
