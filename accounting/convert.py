@@ -27,7 +27,6 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-from scipy import optimize
 
 from accounting.costs import Number, as_fraction, show
 from accounting.validation import check_exact, check_real
@@ -102,6 +101,8 @@ def _cks_rho_u(u: float, eps: float, log_delta: float) -> float:
 
 def _best_u(objective: Callable[[float], float], guess: float) -> float:
     """Minimise ``objective(u)`` over u = α − 1 > 0, searching ln u around the guess."""
+    from scipy import optimize  # lazily: scipy.optimize is not on a bandit's import path (issue 26)
+
     v0 = math.log(guess)
     result = optimize.minimize_scalar(
         lambda v: objective(math.exp(v)),

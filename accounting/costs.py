@@ -176,14 +176,13 @@ class GDP:
     __str__ = __repr__
 
 
-def _default_orders() -> tuple[Fraction, ...]:
-    from dp_accounting.rdp import rdp_privacy_accountant
-
-    return tuple(Fraction(repr(float(order))) for order in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
-
-
-#: The fixed grid of Rényi orders every RDP cost and budget lives on (exact rationals).
-ORDERS: tuple[Fraction, ...] = _default_orders()
+#: The fixed grid of Rényi orders every RDP cost and budget lives on (exact rationals): dp-accounting's
+#: ``rdp_privacy_accountant.DEFAULT_RDP_ORDERS`` (1.1, 1.2, …, 10.9, then 11, …, 63, then 128, 256, 512,
+#: 1024; 156 orders), written out so that importing the ledger does not import dp-accounting (issue 26);
+#: ``tests/accounting/test_costs.py`` checks it equals dp-accounting's grid.
+ORDERS: tuple[Fraction, ...] = (tuple(Fraction(k, 10) for k in range(11, 110))
+                                + tuple(Fraction(k) for k in range(11, 64))
+                                + tuple(Fraction(2**k) for k in range(7, 11)))
 
 
 #: Position of each order in :data:`ORDERS`.

@@ -24,7 +24,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import mpmath
-from scipy import optimize, special
+from scipy import special
 
 from accounting.validation import check_exact
 
@@ -79,6 +79,8 @@ def gdp_to_approx(mu: float, delta: float) -> float:
     high = mu * mu / 2.0 + mu * math.sqrt(2.0 * math.log(1.0 / delta)) + 1.0  # the Gaussian tail bound is above
     while gdp_delta(mu, high) > delta:
         high *= 2.0
+    from scipy import optimize  # lazily: scipy.optimize is not on a bandit's import path (issue 26)
+
     return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, high, xtol=1e-14, rtol=1e-15))
 
 
@@ -87,6 +89,8 @@ def approx_to_gdp(eps: float, delta: float) -> float:
     high = 1.0
     while gdp_delta(high, eps) <= delta:
         high *= 2.0
+    from scipy import optimize  # lazily: scipy.optimize is not on a bandit's import path (issue 26)
+
     return float(optimize.brentq(lambda m: gdp_delta(m, eps) - delta, 0.0, high, xtol=1e-15, rtol=1e-15))
 
 

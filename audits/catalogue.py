@@ -146,9 +146,9 @@ def _dpsgd(mechanism_class: type | str | None, name: str, *, engine: str = "opac
         from audits.dpsgd import DPSGDAudit
 
         cls = _planted(mechanism_class) if isinstance(mechanism_class, str) else mechanism_class
-        # The bandits' refits: vectorised engine, public normaliser.
+        # The bandits' refits: numpy engine, public normaliser.
         return DPSGDAudit(epsilon, DELTA, steps=5 if quick else 10, engine=engine,
-                          normalizer=engine == "vectorised", mechanism_class=cls, name=name)
+                          normalizer=engine == "numpy", mechanism_class=cls, name=name)
     return build
 
 
@@ -245,8 +245,8 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           "shuffle-private P_GD, Dirac gradient canary, T = 2, average iterate"),
     AuditSpec("dpsgd", _dpsgd(None, "dpsgd"), 100_000, 20_000, _REAL, EPSILONS,
           "full-batch DP-SGD (opacus engine), Dirac gradient canary, last iterate"),
-    AuditSpec("dpsgd-vectorised", _dpsgd(None, "dpsgd-vectorised", engine="vectorised"), 100_000, 20_000, _REAL,
-          EPSILONS, "full-batch DP-SGD, the bandits' vectorised engine and public normaliser, Dirac canary"),
+    AuditSpec("dpsgd-numpy", _dpsgd(None, "dpsgd-numpy", engine="numpy"), 100_000, 20_000, _REAL,
+          EPSILONS, "full-batch DP-SGD, the bandits' numpy engine and public normaliser, Dirac canary"),
     AuditSpec("dpsgd-poisson", _poisson_dpsgd(None, "dpsgd-poisson"), 100_000, 20_000, _REAL, EPSILONS,
           "Poisson-subsampled DP-SGD (q = 0.2), one canary row per run, add/remove, last iterate"),
     AuditSpec("bandit-coupling", _bandit(None, "bandit-coupling"), 10, 2, _REAL, (1.0, 4.0),
@@ -302,9 +302,9 @@ CATALOGUE: dict[str, AuditSpec] = {spec.name: spec for spec in (
           2_000, 1_000, _BUG, _ONE, "planted: P_GD charging its rounds, each with one noise bit per user"),
     AuditSpec("dpsgd-add-remove-noise", _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-add-remove-noise"),
           20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (opacus) noise for sensitivity C, not 2C"),
-    AuditSpec("dpsgd-vectorised-add-remove-noise",
-          _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-vectorised-add-remove-noise", engine="vectorised"),
-          20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (vectorised engine) noise for sensitivity C, not 2C"),
+    AuditSpec("dpsgd-numpy-add-remove-noise",
+          _dpsgd("AddRemoveNoiseDPSGD", "dpsgd-numpy-add-remove-noise", engine="numpy"),
+          20_000, 10_000, _BUG, _ONE, "planted: DP-SGD (numpy engine) noise for sensitivity C, not 2C"),
     AuditSpec("in-situ-halved-h-tree", _in_situ("joint", "HalvedHTreeBandit", "in-situ-halved-h-tree"), 1, 1, _BUG,
           _ONE, "planted: the joint-DP bandit's H-tree charging its share, node noise σ/2 (in situ)"),
     AuditSpec("dpsgd-poisson-unsampled", _poisson_dpsgd("UnsampledPoissonDPSGD", "dpsgd-poisson-unsampled"),

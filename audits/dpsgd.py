@@ -49,9 +49,21 @@ if TYPE_CHECKING:
 __all__ = ["DPSGDAudit", "linear_loss"]
 
 
-def linear_loss(z, y):
-    """ℓ(z, y) = −y·z: per-sample gradient −y·x, independent of θ (the Dirac canary's loss)."""
-    return -y * z
+class LinearLoss:
+    """ℓ(z, y) = −y·z: per-sample gradient −y·x, independent of θ (the Dirac canary's loss).
+
+    Callable on torch tensors (the opacus and vectorised engines) and numpy arrays; its
+    ``derivative`` ℓ' = −y is what DP-SGD's numpy engine needs (``mechanisms/optim/dpsgd_steps.py``).
+    """
+
+    def __call__(self, z, y):
+        return -y * z
+
+    def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.negative(np.broadcast_to(y, np.shape(z)))
+
+
+linear_loss = LinearLoss()
 
 
 class DPSGDAudit(Audit):
@@ -65,8 +77,8 @@ class DPSGDAudit(Audit):
         Noisy full-batch steps T.
     rows : int
         Data size n (one canary and n − 1 zero rows).
-    engine : {"opacus", "vectorised"}
-        DP-SGD's engine (the bandits use ``"vectorised"``, DPSGD's own default is ``"opacus"``).
+    engine : {"opacus", "vectorised", "numpy"}
+        DP-SGD's engine (the bandits use ``"numpy"``, DPSGD's own default is ``"opacus"``).
     mechanism_class : type
         ``mechanisms.optim.dpsgd.DPSGD`` or a subclass (planted bugs).
     cost : accounting.ZCDP, optional

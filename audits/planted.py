@@ -159,7 +159,7 @@ class AddRemoveNoiseDPSGD(DPSGD):
 
     The charge stays ρ = E·(2C)²/(2σ²) for the σ of the correct plan; the noise
     drawn is half of it (the authors' code, docs/references.md). Both engines
-    (``"opacus"``, ``"vectorised"``) draw their noise from the plan's σ.
+    (``"opacus"``, ``"vectorised"``, ``"numpy"``) draw their noise from the plan's σ.
     """
 
     def plan(self, n: int, **kwargs: Any) -> DPSGDPlan:

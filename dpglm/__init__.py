@@ -2,15 +2,11 @@
 
 The package layout, the one-way imports between :mod:`accounting`, :mod:`mechanisms`,
 :mod:`dpglm` and :mod:`audits`, and each package's concepts are in ``docs/design.md``.
-``__version__`` is the installed distribution's version (``pyproject.toml``), or
-``"0+unknown"`` when the source tree is used without being installed.
+``__version__`` is the project's version, a literal kept equal to ``pyproject.toml``'s by
+``tests/test_public_api.py`` (reading it from ``importlib.metadata`` cost 90% of ``import dpglm``:
+issue 26).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("dpglm")
-except PackageNotFoundError:  # a source checkout on sys.path, not an installed distribution
-    __version__ = "0+unknown"
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

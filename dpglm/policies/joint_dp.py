@@ -149,9 +149,10 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         divided among them and later refits are refused.
     refits_o : int, optional
         Planned θ̂_o refits (default ``4d``).
-    optimizer_backend : {"vectorised", "opacus"}
-        DP-SGD implementation (same noise and privacy; vectorised is faster). Not
-        where work runs: that is the experiments' engine (docs/engine.md).
+    optimizer_backend : {"numpy", "vectorised", "opacus"}
+        DP-SGD implementation (same noise and privacy, the same θ to rounding): ``"numpy"``
+        (default) imports no torch; ``"vectorised"`` (torch) and ``"opacus"`` need the
+        ``opacus`` extra. Not where work runs: that is the execution engine (docs/engine.md).
     tree_share, o_share, noise_term : float, optional
         ``tight`` only: the pool's tree share, θ̂_o's share of the refits, Criterion II's
         noise term (defaults :data:`~dpglm.policies.tight_plan.TREE_SHARE` etc.).
@@ -188,7 +189,7 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         lr: float | None = None,
         refits_tau: int | None = None,
         refits_o: int | None = None,
-        optimizer_backend: str = "vectorised",
+        optimizer_backend: str = "numpy",
         tree_share: float | None = None,
         o_share: float | None = None,
         noise_term: float | None = None,

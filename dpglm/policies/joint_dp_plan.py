@@ -86,7 +86,7 @@ class RefitOptions:
     lr: float | None = None
     refits_tau: int | None = None
     refits_o: int | None = None
-    optimizer_backend: str = "vectorised"
+    optimizer_backend: str = "numpy"
 
 
 @dataclass(frozen=True)

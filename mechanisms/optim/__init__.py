@@ -1,12 +1,20 @@
 """Private convex optimisers for GLM losses: projected DP-SGD, shuffle-private P_GD, and their constraint sets.
 
-:class:`DPSGD` and :class:`PoissonDPSGD` (Poisson batches, amplified accounting) run on torch and opacus,
-which are imported when a run starts (``mechanisms/optim/dpsgd.py``); the numpy-only optimisers
-(:class:`ShufflePGD`, the projections) and DP-SGD's planning load without them.
+:class:`DPSGD` runs on numpy (``engine="numpy"``) or on torch and opacus (``"opacus"``,
+``"vectorised"``), which are imported only when such a run starts (``mechanisms/optim/dpsgd.py``);
+:class:`PoissonDPSGD` (Poisson batches, amplified accounting) and :class:`ShufflePGD` need
+dp-accounting. All three load on first use, so importing the projections (or a bandit) imports
+none of torch, opacus or dp-accounting (issue 26).
 """
 
+from typing import TYPE_CHECKING
+
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
-from mechanisms.optim.shuffle_pgd import ShufflePGD
+
+if TYPE_CHECKING:
+    from mechanisms.optim.dpsgd import DPSGD, DPSGDPlan
+    from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
+    from mechanisms.optim.shuffle_pgd import ShufflePGD
 
 __all__ = ["DPSGD", "DPSGDPlan", "BallProjection", "EllipsoidProjection", "MetricProjection", "PoissonDPSGD",
            "ShufflePGD"]
@@ -21,4 +29,8 @@ def __getattr__(name: str) -> object:
         from mechanisms.optim.poisson_dpsgd import PoissonDPSGD
 
         return PoissonDPSGD
+    if name == "ShufflePGD":
+        from mechanisms.optim.shuffle_pgd import ShufflePGD
+
+        return ShufflePGD
     raise AttributeError(f"module 'mechanisms.optim' has no attribute {name!r}")

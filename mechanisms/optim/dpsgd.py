@@ -1,4 +1,4 @@
-"""Projected DP-SGD for GLM losses, on opacus or a vectorised engine, charged to the ledger before it runs.
+"""Projected DP-SGD for GLM losses, on numpy, opacus or a vectorised torch engine, charged before it runs.
 
 The private refits of the paper's Algorithm 2 minimise a regularised GLM loss
 L(θ; λ) = Σ_i ℓ(⟨x_i, θ⟩, y_i) + (λ/2)‖θ‖² over a ball (Criterion I) or an
@@ -10,8 +10,9 @@ noise of our own (``docs/float-safe-noise.md``), the exact Euclidean projection 
 :mod:`mechanisms.optim.projection` after every step, and one charge for the whole
 run, made before anything is sampled. The ``engine="vectorised"`` path performs the
 same operations written out for GLMs (per-sample gradient ℓ'(z_i)·x_i) on the same
-noise stream, 3–5× faster per step; a test checks it reproduces the opacus path to
-rounding.
+noise stream, 3–5× faster per step, and ``engine="numpy"`` (the bandits' default) the
+same again in plain numpy, without importing torch; a test checks both reproduce the
+opacus path to rounding.
 
 The concepts live in their own modules, which this one wires together:
 
@@ -19,11 +20,14 @@ The concepts live in their own modules, which this one wires together:
   from public quantities only, with the privacy derivation: ρ = E·(2C)²/(2σ²) = 2E/z²
   under replace-one neighbours, and the public-normaliser variant that also covers
   adding or removing a row;
-* :mod:`mechanisms.optim.dpsgd_loops` — the noisy loops of both engines (torch);
+* :mod:`mechanisms.optim.dpsgd_steps` — the step noise, the step rule and the numpy
+  engine with the built-in losses' derivatives (no torch);
+* :mod:`mechanisms.optim.dpsgd_loops` — the noisy loops of the torch engines;
 * :mod:`mechanisms.optim.glm_losses` — the per-sample losses (torch).
 
-torch and opacus are imported when a run starts (or a loss is resolved), not with
-this module: constructing a ``DPSGD`` and planning its charge need neither.
+torch and opacus are imported when a torch engine's run starts (or a torch loss is
+resolved), not with this module: constructing a ``DPSGD``, planning its charge and
+running it on the numpy engine need neither.
 """
 
 from __future__ import annotations
@@ -39,12 +43,18 @@ from accounting import GDP, ZCDP
 from accounting.validation import check_real, check_text
 from mechanisms.base import Mechanism
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, plan_run
+from mechanisms.optim.dpsgd_steps import (
+    DERIVATIVES,
+    StepRule,
+    check_per_sample_derivative,
+    draw_step_noise,
+    run_numpy,
+)
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 from mechanisms.release import Release, check_generator, check_positive
 
 if TYPE_CHECKING:
     from accounting import Chargeable
-    from mechanisms.optim.dpsgd_loops import StepNoise as StepNoise
     from mechanisms.optim.dpsgd_loops import chain_step_hook as chain_step_hook
     from mechanisms.optim.glm_losses import LOSSES as LOSSES
     from mechanisms.optim.glm_losses import PerSampleLoss
@@ -54,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["DPSGD", "ENGINES", "LOSSES", "LOSS_NAMES", "DPSGDPlan", "chain_step_hook", "logistic_loss",
            "probit_loss"]
 
-ENGINES = ("opacus", "vectorised")
+ENGINES = ("numpy", "opacus", "vectorised")
 #: The built-in losses' names (the keys of :data:`mechanisms.optim.glm_losses.LOSSES`).
 LOSS_NAMES = ("logistic", "probit")
 
@@ -65,7 +75,7 @@ StepProjection = BallProjection | EllipsoidProjection | MetricProjection
 
 # Names kept importable from here (the public paths before the split), loaded with torch on first use.
 _TORCH_NAMES = {"LOSSES": "glm_losses", "logistic_loss": "glm_losses", "probit_loss": "glm_losses",
-                "chain_step_hook": "dpsgd_loops", "StepNoise": "dpsgd_loops"}
+                "chain_step_hook": "dpsgd_loops"}
 
 
 def __getattr__(name: str) -> object:
@@ -101,12 +111,14 @@ class DPSGD(Mechanism):
         sizes, which add/remove neighbours would not keep fixed; with one
         (full batch) the same charge also covers adding or removing a row
         (:mod:`mechanisms.optim.dpsgd_plan`, "Public normaliser").
-    engine : {"opacus", "vectorised"}
+    engine : {"opacus", "vectorised", "numpy"}
         ``"opacus"``: per-sample gradients by opacus's ``GradSampleModule``, clipping
         and noise by its ``DPOptimizer``. ``"vectorised"``: the same operations
-        written out for a GLM (per-sample gradient ℓ'(z_i)·x_i), with the same noise
-        stream, several times faster per step; the two agree to rounding (tested).
-        The privacy analysis is the same for both.
+        written out for a GLM (per-sample gradient ℓ'(z_i)·x_i) in torch, with the same
+        noise stream, several times faster per step. ``"numpy"``: the same again in
+        numpy (:mod:`mechanisms.optim.dpsgd_steps`), no torch imported; its loss is a
+        built-in name or an object with a numpy ``derivative(z, y)`` (ℓ'). The three
+        agree to rounding (tested); the privacy analysis is the same for all.
     """
 
     def __init__(
@@ -127,6 +139,13 @@ class DPSGD(Mechanism):
                 raise ValueError(f"loss must be one of {sorted(LOSS_NAMES)} or a callable, got {loss!r}")
             self.loss_name: str | None = loss
             self._loss: PerSampleLoss | None = None  # resolved (with torch) when a run needs it
+        elif engine == "numpy":
+            derivative = getattr(loss, "derivative", None)
+            if not callable(derivative):
+                raise TypeError("loss: engine='numpy' takes a built-in loss name or an object with a numpy "
+                                "derivative(z, y) method; a torch loss needs engine='vectorised' or 'opacus'")
+            check_per_sample_derivative(derivative)
+            self.loss_name, self._loss = None, loss
         elif callable(loss):
             from mechanisms.optim.glm_losses import check_per_sample
 
@@ -308,10 +327,15 @@ class DPSGD(Mechanism):
         sum's sensitivity 2C in d coordinates (``docs/float-safe-noise.md``); the
         blocks of :meth:`_blocks` are drawn after it, as the loop consumes them.
         """
-        from mechanisms.optim import dpsgd_loops  # torch and opacus: only once a run starts
+        noise = draw_step_noise(self.rng, plan.sigma, self.clip, plan.steps, X.shape[1])
+        if self.engine == "numpy":
+            derivative = (DERIVATIVES[self.loss_name] if self.loss_name is not None
+                          else self._loss.derivative)  # type: ignore[union-attr]  # checked in __init__
+            rule = StepRule(derivative, self.clip, lr, projection, ridge, metric, plan, noise)
+            return run_numpy(rule, X, y, theta_start, self._blocks(X.shape[0], plan))
+        from mechanisms.optim import dpsgd_loops  # torch and opacus: only once a torch engine's run starts
 
-        noise = dpsgd_loops.draw_step_noise(self.rng, plan.sigma, self.clip, plan.steps, X.shape[1])
-        rule = dpsgd_loops.StepRule(self.loss, self.clip, lr, projection, ridge, metric, plan, noise)
+        rule = StepRule(self.loss, self.clip, lr, projection, ridge, metric, plan, noise)
         return dpsgd_loops.run_steps(self.engine, rule, X, y, theta_start, self._blocks(X.shape[0], plan))
 
 

@@ -1,7 +1,9 @@
-"""The noisy loops of DP-SGD, in torch: opacus's per-sample machinery, or the same steps written out for a GLM.
+"""The torch loops of DP-SGD: opacus's per-sample machinery, or the same steps written out for a GLM.
 
 :class:`mechanisms.optim.dpsgd.DPSGD` calls :func:`run_steps` only after its charge
-was granted, with every step's noise already drawn (:func:`draw_step_noise`). Step t
+was granted, with every step's noise already drawn
+(:func:`mechanisms.optim.dpsgd_steps.draw_step_noise`, which also holds the numpy
+engine, the default of the bandits' refits, that needs no torch). Step t
 replaces the clipped sum s of its block by the float-safe noisy sum
 fl(g·rint(s/g) + g·Z_t) (``docs/float-safe-noise.md``; Canonne, Kamath & Steinke
 2020, Thm 4), divides it by the block size or the public normaliser, adds the ridge
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -30,9 +31,7 @@ import torch
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
-from mechanisms.lattice import GaussianLattice
-from mechanisms.optim.dpsgd_plan import DPSGDPlan
-from mechanisms.optim.glm_losses import PerSampleLoss
+from mechanisms.optim.dpsgd_steps import StepNoise, StepRule, draw_step_noise
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 
 __all__ = ["StepNoise", "StepRule", "chain_step_hook", "draw_step_noise", "run_steps"]
@@ -60,48 +59,6 @@ def chain_step_hook(optimizer: DPOptimizer, hook: Callable[[DPOptimizer], None])
         hook(opt)
 
     optimizer.attach_step_hook(chained)
-
-
-@dataclass(frozen=True)
-class StepNoise:
-    """Every step's float-safe noise, drawn after the charge: grid g and rows g·Z_t (exact floats)."""
-
-    grid: float
-    rows: torch.Tensor
-
-    def release(self, clipped_sum: torch.Tensor, step: int) -> torch.Tensor:
-        """fl(g·round(s/g) + g·Z_t): the noisy clipped sum of step ``step`` (round half to even, as rint)."""
-        return torch.round(clipped_sum / self.grid) * self.grid + self.rows[step]
-
-
-def draw_step_noise(rng: np.random.Generator, sigma: float, clip: float, steps: int, dim: int) -> StepNoise:
-    """All ``steps`` rows of discrete Gaussian noise on the lattice for sensitivity 2C in d coordinates.
-
-    One draw of steps·d integers from ``rng`` (call it only after the charge); the
-    lattice raises the variance so that the rounded sum's sensitivity 2C + g√d costs
-    the charged ρ (``docs/float-safe-noise.md``).
-    """
-    lattice = GaussianLattice(sigma, 2 * clip, dim)
-    units = lattice.integers(rng, steps * dim)
-    return StepNoise(lattice.grid, torch.from_numpy(lattice.scale(units, (steps, dim))))
-
-
-@dataclass(frozen=True)
-class StepRule:
-    """The public rule of one run's steps: θ ← Π_M(θ − ηM(g̃/divisor + ridge·θ)).
-
-    ``plan`` holds the charged steps and the public divisor N (``plan.normalizer``; ``None``:
-    divide by the block size); ``metric`` is the public preconditioner M (``None``: the identity).
-    """
-
-    loss: PerSampleLoss
-    clip: float
-    lr: float
-    projection: StepProjection
-    ridge: float
-    metric: Matrix | None
-    plan: DPSGDPlan
-    noise: StepNoise
 
 
 def run_steps(engine: str, rule: StepRule, X: Vector, y: Vector, theta_start: Vector,

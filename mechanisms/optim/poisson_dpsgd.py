@@ -72,14 +72,17 @@ class PoissonDPSGD(DPSGD):
     account : accounting.Account
         An ``"rdp"`` or ``"approx"`` account of an add/remove ledger (module docstring).
     loss, rng, clip
-        As :class:`~mechanisms.optim.dpsgd.DPSGD`; the engine is ``"vectorised"`` (batches may be empty).
+        As :class:`~mechanisms.optim.dpsgd.DPSGD`; the engine (batches may be empty) is ``"numpy"`` for a
+        built-in loss or one with a numpy ``derivative(z, y)``, else the torch ``"vectorised"`` one.
     """
 
     account: EventChargeable
 
     def __init__(self, account: EventChargeable, loss: str | PerSampleLoss, rng: np.random.Generator, *,
                  clip: float) -> None:
-        super().__init__(account, loss, rng, clip=clip, relation="add_remove", engine="vectorised")
+        numpy = isinstance(loss, str) or callable(getattr(loss, "derivative", None))
+        engine = "numpy" if numpy else "vectorised"
+        super().__init__(account, loss, rng, clip=clip, relation="add_remove", engine=engine)
 
     @staticmethod
     def _check_account(account: Chargeable) -> None:

@@ -72,3 +72,14 @@ def test_replace_and_pickle_keep_the_exact_fields():
     for value in (PureDP(Fraction(1, 3)), cost, ZCDP(0.125, 1e-9)):
         assert pickle.loads(pickle.dumps(value)) == value
     assert [f.name for f in dataclasses.fields(ZCDP)] == ["rho", "delta"]
+
+
+def test_the_order_grid_is_dp_accountings_default_grid():
+    # ORDERS is written out so that the ledger imports without dp-accounting; this is its source.
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from accounting.costs import ORDERS
+
+    expected = tuple(Fraction(repr(float(order))) for order in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+    assert expected == ORDERS
+    assert [float(order) for order in ORDERS] == [float(order) for order in rdp_privacy_accountant.DEFAULT_RDP_ORDERS]

@@ -42,8 +42,17 @@ def _logistic_data(rng: np.random.Generator, n: int, dim: int, norm: float = 2.0
     return X, y
 
 
-def _zero_loss(z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return 0.0 * z
+class _ZeroLoss:
+    """ℓ = 0 on torch tensors (the torch engines); its derivative 0 on numpy arrays (the numpy engine)."""
+
+    def __call__(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return 0.0 * z
+
+    def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return 0.0 * z
+
+
+_zero_loss = _ZeroLoss()
 
 
 def test_refused_charge_draws_nothing_and_spends_nothing(rng):
@@ -184,8 +193,8 @@ def test_same_seed_same_theta_and_release_is_read_only(rng):
     ("logistic", None), ("probit", None), ("logistic", np.array([[2.0, 0.5, 0, 0], [0.5, 1.0, 0, 0],
                                                                   [0, 0, 3.0, 0], [0, 0, 0, 0.5]])),
 ])
-def test_vectorised_engine_reproduces_opacus_step_for_step(rng, loss, preconditioner):
-    """Same seed: the same partitions and noise draws, so the same θ up to rounding."""
+def test_numpy_and_vectorised_engines_reproduce_opacus_step_for_step(rng, loss, preconditioner):
+    """Same seed: the same partitions and noise draws, so the same θ up to rounding on all three engines."""
     X, y = _logistic_data(rng, 90, 4, norm=3.0)
     X[:5] *= 4.0  # rows whose gradients get clipped
     projection = EllipsoidProjection(np.full(4, 0.1), np.diag([1.0, 2.0, 3.0, 4.0]), 1.5)
@@ -195,7 +204,9 @@ def test_vectorised_engine_reproduces_opacus_step_for_step(rng, loss, preconditi
         DPSGD(_account(), loss, np.random.default_rng(5), clip=0.8, engine=engine).fit(X, y, **kwargs).value
         for engine in ENGINES
     ]
+    assert ENGINES == ("numpy", "opacus", "vectorised")
     np.testing.assert_allclose(thetas[0], thetas[1], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(thetas[2], thetas[1], rtol=0, atol=1e-10)
     assert projection.contains(thetas[0]) and not np.allclose(thetas[0], projection.center)
 
 
@@ -335,6 +346,18 @@ def test_constructor_rejects_bad_arguments(rng):
     with pytest.raises(ValueError, match="per-sample"):  # rows coupled through a batch mean
         DPSGD(_account(), lambda z, y: (z - y.mean()) ** 2, rng, clip=1.0)
     DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0)  # squared error is per-sample
+    with pytest.raises(TypeError, match="loss: engine='numpy'"):  # a torch loss has no numpy derivative
+        DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0, engine="numpy")
+
+    class _MeanCoupled:
+        def __call__(self, z, y):
+            return (z - y.mean()) ** 2
+
+        def derivative(self, z, y):
+            return 2 * (z - y.mean())
+
+    with pytest.raises(ValueError, match="per-sample"):  # the numpy engine probes the derivative
+        DPSGD(_account(), _MeanCoupled(), rng, clip=1.0, engine="numpy")
     with pytest.raises(ValueError, match="clip"):
         DPSGD(_account(), "logistic", rng, clip=0.0)
     with pytest.raises(TypeError, match="rng"):

@@ -1,0 +1,179 @@
+"""DP-SGD's steps without torch: the float-safe step noise, the public step rule and the numpy engine.
+
+:class:`mechanisms.optim.dpsgd.DPSGD` draws every step's noise here
+(:func:`draw_step_noise`, only after its charge was granted) and, with
+``engine="numpy"`` (the default of the bandits' refits), runs its steps here too
+(:func:`run_numpy`), so a bandit run imports neither torch nor opacus (issue 26).
+The torch engines (``"opacus"``, ``"vectorised"``) are in
+:mod:`mechanisms.optim.dpsgd_loops` and use the same noise and rule.
+
+The numpy engine performs the vectorised engine's operations in numpy: ℓ_i depends
+on θ only through z_i = ⟨x_i, θ⟩, so the per-sample gradient is ℓ'(z_i)·x_i, with
+ℓ' in closed form (:data:`DERIVATIVES`, written as torch's autograd evaluates the
+built-in losses of :mod:`mechanisms.optim.glm_losses`); clipping factor
+min(1, C/(‖g_i‖ + 10⁻⁶)), the float-safe noisy sum fl(g·rint(s/g) + g·Z_t)
+(``docs/float-safe-noise.md``), division by the block size or the public
+normaliser, then ridge, preconditioner and projection, as opacus's ``DPOptimizer``
+orders them. A test checks all three engines agree to rounding on the same noise
+stream. The privacy argument is the plan's (:mod:`mechanisms.optim.dpsgd_plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mechanisms.lattice import GaussianLattice
+from mechanisms.optim.dpsgd_plan import DPSGDPlan
+from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
+
+__all__ = ["DERIVATIVES", "StepNoise", "StepRule", "check_per_sample_derivative", "draw_step_noise",
+           "logistic_derivative", "probit_derivative", "run_numpy"]
+
+Vector = npt.NDArray[np.float64]
+Matrix = npt.NDArray[np.float64]
+StepProjection = BallProjection | EllipsoidProjection | MetricProjection
+Block = npt.NDArray[np.int64] | None
+#: ℓ'(z, y) of a per-sample GLM loss, on numpy arrays of shape (b,).
+Derivative = Callable[[Vector, Vector], Vector]
+
+#: Above this z torch's softplus returns z itself, so its derivative is 1 (torch's default threshold).
+_SOFTPLUS_THRESHOLD = 20.0
+
+
+def logistic_derivative(z: Vector, y: Vector) -> Vector:
+    """ℓ'(z, y) = μ(z) − y of the logistic loss softplus(z) − yz (paper §4), as torch's autograd computes it:
+    softplus' = eᶻ/(eᶻ + 1) for z ≤ 20, and 1 above (where torch's softplus returns z)."""
+    e = np.exp(np.minimum(z, _SOFTPLUS_THRESHOLD))
+    slope: Vector = np.where(z > _SOFTPLUS_THRESHOLD, 1.0, e / (e + 1.0))
+    return slope - y
+
+
+def probit_derivative(z: Vector, y: Vector) -> Vector:
+    """ℓ'(z, y) = Φ(z) − y of the probit loss zΦ(z) + φ(z) − yz (paper §4; b' = Φ)."""
+    from scipy.special import ndtr  # scipy.special is on every bandit's import path already
+
+    cdf: Vector = ndtr(z)
+    return cdf - y
+
+
+#: The built-in losses' derivatives, by the names :class:`~mechanisms.optim.dpsgd.DPSGD` accepts.
+DERIVATIVES: dict[str, Derivative] = {"logistic": logistic_derivative, "probit": probit_derivative}
+
+
+def check_per_sample_derivative(derivative: Derivative) -> None:
+    """Reject a derivative that is not per-sample: ℓ'_i must depend on (z_i, y_i) only.
+
+    Per-sample clipping bounds a step's sensitivity only if changing row j leaves every
+    other row's gradient unchanged (the torch losses' check,
+    :func:`mechanisms.optim.glm_losses.check_per_sample`, on the derivative). Probed on
+    fixed public inputs.
+
+    Raises
+    ------
+    ValueError
+        If ``derivative`` does not map shape (b,) to shape (b,), or a changed (z_j, y_j)
+        moves another row's value.
+    """
+    z = np.array([-1.5, -0.2, 0.4, 2.0])
+    y = np.array([0.0, 1.0, 0.3, 1.0])
+    base = np.asarray(derivative(z.copy(), y.copy()))
+    if base.shape != (4,):
+        raise ValueError("loss.derivative must map (z, y) arrays of shape (b,) to per-sample values of shape (b,)")
+    for j in range(4):
+        z_changed, y_changed = z.copy(), y.copy()
+        z_changed[j] += 0.7
+        y_changed[j] = 1.0 - y_changed[j]
+        others = [i for i in range(4) if i != j]
+        for changed in (derivative(z_changed, y.copy()), derivative(z.copy(), y_changed)):
+            if not np.array_equal(np.asarray(changed)[others], base[others]):
+                raise ValueError("loss must be per-sample: loss.derivative(z, y)[i] may depend on z[i] and y[i] only")
+
+
+@dataclass(frozen=True)
+class StepNoise:
+    """Every step's float-safe noise, drawn after the charge: grid g and rows g·Z_t (exact floats), numpy."""
+
+    grid: float
+    rows: Any  # (steps, d) numpy array (a torch tensor is accepted too)
+
+    def release(self, clipped_sum: Any, step: int) -> Any:
+        """fl(g·round(s/g) + g·Z_t): the noisy clipped sum of step ``step`` (round half to even, as rint).
+
+        A numpy sum gives a numpy array; a torch tensor (the torch engines) a tensor, with the same values.
+        """
+        row = self.rows[step]
+        if isinstance(clipped_sum, np.ndarray):
+            return np.rint(clipped_sum / self.grid) * self.grid + np.asarray(row)
+        import torch  # only the torch engines pass tensors
+
+        if isinstance(row, np.ndarray):
+            row = torch.from_numpy(row)
+        return torch.round(clipped_sum / self.grid) * self.grid + row
+
+
+def draw_step_noise(rng: np.random.Generator, sigma: float, clip: float, steps: int, dim: int) -> StepNoise:
+    """All ``steps`` rows of discrete Gaussian noise on the lattice for sensitivity 2C in d coordinates.
+
+    One draw of steps·d integers from ``rng`` (call it only after the charge); the
+    lattice raises the variance so that the rounded sum's sensitivity 2C + g√d costs
+    the charged ρ (``docs/float-safe-noise.md``).
+    """
+    lattice = GaussianLattice(sigma, 2 * clip, dim)
+    units = lattice.integers(rng, steps * dim)
+    return StepNoise(lattice.grid, lattice.scale(units, (steps, dim)))
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """The public rule of one run's steps: θ ← Π_M(θ − ηM(g̃/divisor + ridge·θ)).
+
+    ``loss`` is the torch per-sample loss (torch engines) or its numpy derivative ℓ'(z, y)
+    (numpy engine); ``plan`` holds the charged steps and the public divisor N
+    (``plan.normalizer``; ``None``: divide by the block size); ``metric`` is the public
+    preconditioner M (``None``: the identity).
+    """
+
+    loss: Callable[..., Any]
+    clip: float
+    lr: float
+    projection: StepProjection
+    ridge: float
+    metric: Matrix | None
+    plan: DPSGDPlan
+    noise: StepNoise
+
+
+def run_numpy(rule: StepRule, X: Matrix, y: Vector, theta_start: Vector, blocks: Iterable[Block]) -> Vector:
+    """The last iterate of ``rule.plan.steps`` noisy steps over ``blocks``, in numpy (``rule.loss`` is ℓ').
+
+    ``blocks`` (row indices, ``None``: all rows) is consumed lazily (a minibatch
+    partition is drawn after the charge).
+
+    Raises
+    ------
+    RuntimeError
+        If the loop took another number of noisy steps than was charged.
+    """
+    theta = np.array(theta_start, dtype=np.float64)
+    noisy_steps = 0
+    for index in blocks:
+        X_batch, y_batch = (X, y) if index is None else (X[index], y[index])
+        per_sample = np.asarray(rule.loss(X_batch @ theta, y_batch), dtype=np.float64)[:, None] * X_batch
+        factor = np.minimum(rule.clip / (np.linalg.norm(per_sample, axis=1) + 1e-6), 1.0)
+        divisor = y_batch.shape[0] if rule.plan.normalizer is None else rule.plan.normalizer
+        gradient = rule.noise.release(factor @ per_sample, noisy_steps) / divisor
+        noisy_steps += 1
+        if rule.ridge > 0:
+            gradient += rule.ridge * theta
+        if rule.metric is not None:
+            gradient = rule.metric @ gradient
+        theta -= rule.lr * gradient
+        theta[:] = rule.projection(theta)
+    if noisy_steps != rule.plan.steps:
+        raise RuntimeError(f"DP-SGD took {noisy_steps} noisy steps, {rule.plan.steps} were charged")
+    return theta
