@@ -34,7 +34,7 @@ from audits.custom import MechanismAudit
 from audits.engine import engine_session
 from audits.plot import plot_result
 from dpglm.engine.engine import add_engine_arguments, engine_from_args
-from dpglm.engine.results import strict_json
+from dpglm.engine.results import prepare_output, strict_json
 
 SUMMARY_FIELDS = ("audit", "planted", "expected", "verdict", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound",
                   "ratio", "method", "statistic", "runs", "holdout_runs", "confidence", "ceiling", "observed_ceiling",
@@ -75,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
     # Every command writes into its own subfolder, so no command overwrites another's summary or plots.
-    args.out = os.path.join(args.out, folder + ("-quick" if args.quick else ""))
+    # Checked and made before any work (errors name --out).
+    args.out = str(prepare_output(os.path.join(args.out, folder + ("-quick" if args.quick else ""))))
     engine = engine_from_args(args)  # an optional engine that is not installed: ImportError naming it
     args.engine = engine.engine
-    os.makedirs(args.out, exist_ok=True)
     tasks: list[tuple[AuditSpec, float | None]] = (
         [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)] if args.mechanism is None
         else [(spec, None) for spec in specs])  # a user audit carries its own claim: no ε grid

@@ -132,9 +132,10 @@ def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: 
 
 def run(args: argparse.Namespace) -> int:
     """Play both policies, print the report, save the files."""
+    from dpglm.engine.results import prepare_output
+
     _check(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output(args.out)  # before any work; errors name the flag
     env, private, records = _play(args)
     _report(args, env, private, records)
     _save(args, out, env, private, records)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-__all__ = ["FORMATS", "Manifest", "read_table", "strict_json", "table_path", "write_table"]
+__all__ = ["FORMATS", "Manifest", "prepare_output", "read_table", "strict_json", "table_path", "write_table"]
 
 FORMATS = ("csv", "parquet")
 
@@ -74,6 +74,34 @@ def write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], path: st
         data = {c: [None if r.get(c, "") == "" else r.get(c) for r in rows] for c in columns}
         pq.write_table(pa.table(data), temporary)
     os.replace(temporary, path)
+    return path
+
+
+def prepare_output(out: str | Path, fmt: str | None = None, *, flag: str = "--out") -> Path:
+    """Check a command's output arguments before any work, and make the directory ``out``.
+
+    ``fmt`` (``--format``) must be one of :data:`FORMATS`, and ``parquet`` needs pyarrow
+    importable; ``out`` must be a directory or creatable as one, and writable. Each error
+    is one line naming the flag (``--out: results/x exists and is a file``), raised before a
+    single run is computed (issue 26).
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise ValueError(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        if fmt == "parquet":
+            try:
+                import pyarrow.parquet  # noqa: F401  # only to check that it can be written
+            except ImportError:
+                raise ImportError('--format parquet needs pyarrow: pip install "dpglm[parquet]"') from None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag}: {path} exists and is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{flag}: cannot create the directory {path}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag}: the directory {path} is not writable")
     return path
 
 

@@ -239,9 +239,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-steps must be >= 10, got {max_steps}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    from dpglm.engine.results import prepare_output
+
+    out = prepare_output(args.out)  # before any work; errors name the flag
     engine = engine_from_args(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     grid = epsilon_grid(args.quick)
     jobs = _jobs(grid, runs, args.seed, max_steps)
     start = time.perf_counter()

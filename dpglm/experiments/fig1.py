@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from accounting.validation import check_int, check_positive
@@ -153,15 +152,14 @@ def run(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from dpglm.engine.engine import engine_from_args
-    from dpglm.engine.results import strict_json, table_path
+    from dpglm.engine.results import prepare_output, strict_json, table_path
     from dpglm.experiments.sweep import read_results, run_sweep
 
-    engine = None if args.replot else engine_from_args(args)
     if not args.replot:
         for panel in args.panels:
             build_sweep(panel, args)  # every user error before any run
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output(args.out, args.format)
+    engine = None if args.replot else engine_from_args(args)
     fig, axes = plt.subplots(1, len(args.panels), figsize=(6.5 * len(args.panels), 4.8), squeeze=False)
     summary = {}
     for letter, ax, panel in zip("abcd", axes[0], args.panels, strict=False):

@@ -193,12 +193,12 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     from dpglm.engine.engine import engine_from_args
-    from dpglm.engine.results import strict_json, table_path, write_table
+    from dpglm.engine.results import prepare_output, strict_json, table_path, write_table
     from dpglm.experiments.sweep import run_cells
 
     cells = build_cells(args)
+    out = prepare_output(args.out, args.format)  # before any work; errors name the flag
     engine = engine_from_args(args)
-    out = Path(args.out)
     (out / "ledgers").mkdir(parents=True, exist_ok=True)
     runs_path = table_path(out / "shuffle_runs", args.format)
     ordered, failures = run_cells(cells, run_cell, COLUMNS, runs_path, engine=engine,

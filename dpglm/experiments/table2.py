@@ -260,13 +260,12 @@ def plot_kappa(summary: dict[str, Any], path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpglm.engine.engine import engine_from_args
-    from dpglm.engine.results import strict_json, table_path
+    from dpglm.engine.results import prepare_output, strict_json, table_path
     from dpglm.experiments.sweep import run_sweep
 
     sweep = build_sweep(args)
+    out = prepare_output(args.out, args.format)  # before any work; errors name the flag
     engine = engine_from_args(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     table = table_path(out / "table2", args.format)
     rows = run_sweep(sweep, table, engine=engine, progress=not args.no_progress)
     summary = summarize(rows)

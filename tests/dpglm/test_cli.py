@@ -1,4 +1,5 @@
 import importlib
+import sys
 
 import pytest
 
@@ -134,3 +135,46 @@ def test_a_cell_that_fails_twice_is_one_line_and_exit_status_1(tmp_path, capsys,
     assert cli.main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert "failed twice" in err[-1] and "boom" in err[-1] and "Traceback" not in "".join(err)
+
+
+OUTPUT_COMMANDS = [["demo"], ["reproduce", "table2", "--quick"], ["reproduce", "fig1", "--quick"],
+                   ["reproduce", "shuffle", "--quick"], ["reproduce", "bai", "--quick"],
+                   ["audit", "laplace", "--quick"]]
+
+
+@pytest.mark.parametrize("argv", OUTPUT_COMMANDS, ids=[" ".join(a) for a in OUTPUT_COMMANDS])
+def test_out_that_is_a_file_fails_first_naming_the_flag(argv, tmp_path, capsys, monkeypatch):
+    import dpglm.experiments.registry as registry
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a run started before --out was checked")
+
+    monkeypatch.setattr(registry, "play_cell", no_work)
+    monkeypatch.setattr("dpglm.experiments.sweep.play_cell", no_work)
+    monkeypatch.setattr(registry, "play", no_work)
+    taken = tmp_path / "README.md"
+    taken.write_text("not a directory")
+    for out in (taken, taken / "below"):
+        assert cli.main([*argv, "--out", str(out)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dpglm: error: --out: "), lines
+        assert str(taken) in lines[0] and "Traceback" not in lines[0]
+    assert taken.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("command", ["table2", "fig1", "shuffle"])
+def test_format_parquet_without_pyarrow_fails_before_any_run(command, tmp_path, capsys, monkeypatch):
+    import dpglm.experiments.registry as registry
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a run started before --format was checked")
+
+    monkeypatch.setattr(registry, "play_cell", no_work)
+    monkeypatch.setattr("dpglm.experiments.sweep.play_cell", no_work)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    out = tmp_path / "out"
+    assert cli.main(["reproduce", command, "--quick", "--format", "parquet", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--format parquet needs pyarrow" in lines[0], lines
+    assert not out.exists()
