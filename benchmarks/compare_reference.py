@@ -1,24 +1,26 @@
-"""CPU seconds per run of every Table 2 algorithm: the paper's public code beside dpglm, in one run.
+"""CPU seconds of every Table 2 algorithm (and ECOLog): the paper's public code beside dpglm, fresh processes.
 
     python -m benchmarks.compare_reference --reference DIR [--seeds 1] [--horizon 5000] [--S 2.5]
-                                           [--algorithms Private-GLM RS-GLinUCB GLOC GLM-UCB]
+                                           [--algorithms Private-GLM RS-GLinUCB GLOC GLM-UCB ECOLog]
 
 ``DIR`` is a checkout of the authors' public repository (Sahasrajit123/
 Shuffle_joint_dp_generalized_linear_contextual_bandits on GitHub; the numbers in
 README were measured at commit d9c93e1) that *you* fetched: nothing of it is
 vendored here, it is imported from ``DIR`` at run time. On the paper's Table 2
 instance (probit, d = 3, K = 20, δ = 0.02, ε = 4 for Private-GLM) every
-(algorithm, seed) is run once by the reference and once by dpglm, interleaved
-(reference, dpglm, reference, dpglm, …) so that load on a shared machine hits
-both sides alike.
+(algorithm, seed) is run by the reference and by dpglm, each in a fresh Python
+process of its own, interleaved (reference, dpglm, reference, dpglm, …) so that
+load on a shared machine hits both sides alike.
 
 Columns:
 
-* ``run`` — CPU seconds (``time.process_time``) of one run inside a warm process:
-  building the environment and the policy, then T rounds. Imports are excluded.
-* ``import`` — CPU seconds of a fresh interpreter that only imports what the run
-  needs (measured in a child process, ``RUSAGE_CHILDREN``).
-* ``whole`` = ``import`` + ``run``: what one run costs as its own process.
+* ``whole`` — CPU seconds (user + system, ``os.wait4``) of the whole process that
+  imports what it needs and plays one run: what one run costs as its own job. No
+  warm-up: a library that a run imports lazily (torch, before issue 26) is paid
+  where it is used. (The previous version timed runs in a warm process whose
+  warm-up had already paid for torch, and added only the eager imports.)
+* ``run`` — CPU seconds (``time.process_time``) of building the environment and the
+  policy and playing T rounds, inside that fresh process (lazy imports included).
 
 The ratios are reference / dpglm. No constant of the reference's speed is kept
 anywhere: every number is measured by this script.
@@ -27,8 +29,9 @@ anywhere: every number is measured by this script.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,9 +44,11 @@ REFERENCE = {
     "RS-GLinUCB": "rs_glinucb.RS_GLinUCB",
     "GLOC": "gloc.Gloc",
     "GLM-UCB": "glm_ucb.GlmUCB",
+    "ECOLog": "ecolog.EcoLog",
 }
 #: dpglm's label per algorithm (the Table 2 default preset of Private-GLM).
-DPGLM = {"Private-GLM": "Private-GLM", "RS-GLinUCB": "RS-GLinUCB", "GLOC": "GLOC", "GLM-UCB": "GLM-UCB"}
+DPGLM = {"Private-GLM": "Private-GLM", "RS-GLinUCB": "RS-GLinUCB", "GLOC": "GLOC", "GLM-UCB": "GLM-UCB",
+         "ECOLog": "ECOLog"}
 EPSILON, DELTA, D, K = 4.0, 0.02, 3, 20
 
 
@@ -69,7 +74,7 @@ def _reference_run(folder: Path, algorithm: str, S: float, horizon: int, seed: i
                    use_max_det_switch=False)
     elif algorithm == "GLM-UCB":
         algo = cls(first, env.kappa, env.R, env.S, env.model, env.T, DELTA, rng=rng)
-    else:
+    else:  # GLOC, ECOLog
         algo = cls(first, env.kappa, env.R, env.S, env.model, DELTA, rng=rng)
     regret = 0.0
     for _ in range(env.T):
@@ -96,32 +101,35 @@ def _dpglm_run(algorithm: str, S: float, horizon: int, seed: int) -> tuple[float
     return time.process_time() - start, float(record.regret[-1])
 
 
-IMPORTS = {
-    "reference": {
-        "Private-GLM": "import numpy, environment, glmbanditexp.algorithms.private_rs_glinucb",
-        "RS-GLinUCB": "import numpy, environment, glmbanditexp.algorithms.rs_glinucb",
-        "GLOC": "import numpy, environment, glmbanditexp.algorithms.gloc",
-        "GLM-UCB": "import numpy, environment, glmbanditexp.algorithms.glm_ucb",
-    },
-    "dpglm": {
-        "Private-GLM": "import dpglm.envs, dpglm.experiments.sweep, dpglm.policies, dpglm.policies.joint_dp",
-        "RS-GLinUCB": "import dpglm.envs, dpglm.experiments.sweep, dpglm.policies, dpglm.policies.rarely_switching",
-        "GLOC": "import dpglm.envs, dpglm.experiments.sweep, dpglm.policies, dpglm.policies.gloc",
-        "GLM-UCB": "import dpglm.envs, dpglm.experiments.sweep, dpglm.policies, dpglm.policies.glm_ucb",
-    },
-}
+def _child(side: str, folder: Path, algorithm: str, S: float, horizon: int, seed: int) -> None:
+    """One run in this (fresh) process; prints ``{"run": CPU s, "regret": R_T}`` as JSON on the last line."""
+    if side == "reference":
+        os.chdir(tempfile.mkdtemp(prefix="compare_reference_"))  # it writes log folders into its cwd
+        seconds, regret = _reference_run(folder, algorithm, S, horizon, seed)
+    else:
+        seconds, regret = _dpglm_run(algorithm, S, horizon, seed)
+    print(json.dumps({"run": seconds, "regret": regret}))
 
 
-def _import_seconds(statement: str, path: Path, repeat: int = 3) -> float:
-    """Smallest CPU seconds of a fresh interpreter running ``statement`` (``RUSAGE_CHILDREN``)."""
-    best = float("inf")
-    env = {**os.environ, "PYTHONPATH": str(path)}
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", statement], check=True, env=env, cwd=path)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        best = min(best, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return best
+def _fresh(side: str, folder: Path, root: Path, algorithm: str, S: float, horizon: int,
+           seed: int) -> tuple[float, float, float]:
+    """(whole-process CPU s, in-process run CPU s, regret) of one run in a fresh interpreter."""
+    path = [str(folder), str(root)] if side == "reference" else [str(root)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    argv = [str(Path(__file__).resolve()), "--child", side, "--reference", str(folder), "--dpglm", str(root),
+            "--algorithms", algorithm, "--S", repr(S), "--horizon", str(horizon), "--seeds", str(seed)]
+    # run this file by path from a scratch directory, so that only PYTHONPATH decides which dpglm is imported
+    code = f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tempfile.mkdtemp(prefix="compare_"),
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    out = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"compare_reference: {side} {algorithm} seed {seed} failed ({process.returncode})")
+    result = json.loads(out.strip().splitlines()[-1])
+    return usage.ru_utime + usage.ru_stime, float(result["run"]), float(result["regret"])
 
 
 def main() -> int:
@@ -132,8 +140,15 @@ def main() -> int:
     parser.add_argument("--horizon", type=int, default=5000, help="T (default 5000, Table 2)")
     parser.add_argument("--S", type=float, default=2.5, help="‖θ*‖ (default 2.5, the middle Table 2 column)")
     parser.add_argument("--algorithms", nargs="+", default=list(REFERENCE), choices=list(REFERENCE))
+    parser.add_argument("--dpglm", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="the dpglm checkout to time (default this one; another commit's, for before/after)")
+    parser.add_argument("--child", choices=("reference", "dpglm"), help=argparse.SUPPRESS)  # one run, internal
     args = parser.parse_args()
     folder = args.reference.resolve()
+    root = args.dpglm.resolve()
+    if args.child:  # --seeds is the seed itself here
+        _child(args.child, folder, args.algorithms[0], args.S, args.horizon, args.seeds)
+        return 0
     if not (folder / "environment.py").is_file() or not (folder / "glmbanditexp").is_dir():
         print(f"compare_reference: {folder} does not hold the paper's code (environment.py, glmbanditexp/)",
               file=sys.stderr)
@@ -141,40 +156,27 @@ def main() -> int:
     if args.seeds < 1 or args.horizon < 1:
         print("compare_reference: --seeds and --horizon must be >= 1", file=sys.stderr)
         return 2
-    root = Path(__file__).resolve().parents[1]
-    sys.path[:0] = [str(folder), str(root)]
-    # The reference writes log folders into its working directory: give it a scratch one.
-    os.chdir(tempfile.mkdtemp(prefix="compare_reference_"))
-    # Warm both sides (imports, first-call caches) on a short run; not timed.
-    for algorithm in args.algorithms:
-        _reference_run(folder, algorithm, args.S, 50, 0)
-        _dpglm_run(algorithm, args.S, 50, 0)
-    imports = {side: {a: _import_seconds(IMPORTS[side][a], folder if side == "reference" else root)
-                      for a in args.algorithms} for side in IMPORTS}
-    runs: dict[str, dict[str, list[tuple[float, float]]]] = {"reference": {}, "dpglm": {}}
+    runs: dict[str, dict[str, list[tuple[float, float, float]]]] = {"reference": {}, "dpglm": {}}
     for seed in range(args.seeds):
         for algorithm in args.algorithms:  # interleaved: reference then dpglm, per algorithm and seed
-            runs["reference"].setdefault(algorithm, []).append(_reference_run(folder, algorithm, args.S,
-                                                                              args.horizon, seed))
-            runs["dpglm"].setdefault(algorithm, []).append(_dpglm_run(algorithm, args.S, args.horizon, seed))
-            print(f"  seed {seed} {algorithm}: reference {runs['reference'][algorithm][-1][0]:.2f} s, "
-                  f"dpglm {runs['dpglm'][algorithm][-1][0]:.3f} s", file=sys.stderr, flush=True)
+            for side in ("reference", "dpglm"):
+                runs[side].setdefault(algorithm, []).append(
+                    _fresh(side, folder, root, algorithm, args.S, args.horizon, seed))
+            print(f"  seed {seed} {algorithm}: whole process reference {runs['reference'][algorithm][-1][0]:.2f} s, "
+                  f"dpglm {runs['dpglm'][algorithm][-1][0]:.2f} s", file=sys.stderr, flush=True)
     print(f"probit d={D} K={K} T={args.horizon} S={args.S:g} δ={DELTA}, ε={EPSILON:g} for Private-GLM, "
-          f"{args.seeds} run(s) per side; reference = {folder}")
-    head = (f"{'algorithm':<12} {'ref run s':>9} {'dpglm run s':>11} {'run ×':>7} | {'ref import':>10} "
-            f"{'dpglm import':>12} | {'ref whole':>9} {'dpglm whole':>11} {'whole ×':>7} | {'ref regret':>10} "
-            f"{'dpglm regret':>12}")
+          f"{args.seeds} fresh process(es) per side and algorithm (medians); reference = {folder}")
+    head = (f"{'algorithm':<12} {'ref whole s':>11} {'dpglm whole s':>13} {'whole ×':>8} | {'ref run s':>9} "
+            f"{'dpglm run s':>11} {'run ×':>7} | {'ref regret':>10} {'dpglm regret':>12}")
     print(head)
     print("-" * len(head))
     for algorithm in args.algorithms:
-        ref = sum(r[0] for r in runs["reference"][algorithm]) / args.seeds
-        ours = sum(r[0] for r in runs["dpglm"][algorithm]) / args.seeds
-        ref_regret = sum(r[1] for r in runs["reference"][algorithm]) / args.seeds
-        our_regret = sum(r[1] for r in runs["dpglm"][algorithm]) / args.seeds
-        ref_import, our_import = imports["reference"][algorithm], imports["dpglm"][algorithm]
-        print(f"{algorithm:<12} {ref:>9.2f} {ours:>11.3f} {ref / ours:>6.0f}× | {ref_import:>10.2f} "
-              f"{our_import:>12.2f} | {ref + ref_import:>9.2f} {ours + our_import:>11.2f} "
-              f"{(ref + ref_import) / (ours + our_import):>6.1f}× | {ref_regret:>10.1f} {our_regret:>12.1f}")
+        ref, ours = runs["reference"][algorithm], runs["dpglm"][algorithm]
+        whole_ratio = statistics.median(r[0] / o[0] for r, o in zip(ref, ours, strict=True))
+        run_ratio = statistics.median(r[1] / o[1] for r, o in zip(ref, ours, strict=True))
+        med = [statistics.median(x[i] for x in side) for side in (ref, ours) for i in range(3)]
+        print(f"{algorithm:<12} {med[0]:>11.2f} {med[3]:>13.2f} {whole_ratio:>7.1f}× | {med[1]:>9.2f} "
+              f"{med[4]:>11.3f} {run_ratio:>6.0f}× | {med[2]:>10.1f} {med[5]:>12.1f}")
     return 0
 
 

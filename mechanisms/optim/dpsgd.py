@@ -33,6 +33,7 @@ running it on the numpy engine need neither.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -133,6 +134,9 @@ class DPSGD(Mechanism):
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if engine != "numpy" and not all(importlib.util.find_spec(name) for name in ("torch", "opacus")):
+            raise ImportError(f'engine={engine!r} needs torch and opacus: pip install "dpglm[opacus]" '
+                              '(with the CPU build of torch, README), or use engine="numpy"')
         self._check_account(account)
         if isinstance(loss, str):
             if loss not in LOSS_NAMES:

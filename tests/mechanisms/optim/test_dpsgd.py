@@ -517,3 +517,15 @@ def test_planning_needs_no_torch_and_the_loss_names_are_the_losses():
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert out.stdout.split() == ["2", "False", "False"]  # ρ = E·(2C)²/(2σ²) = 4·4/8
     assert sorted(LOSSES) == sorted(LOSS_NAMES)
+
+
+def test_a_torch_engine_without_torch_names_the_extra_and_numpy_needs_none(rng, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("torch", "opacus") else real(name, *a))
+    for engine in ("opacus", "vectorised"):
+        with pytest.raises(ImportError, match=r'dpglm\[opacus\]'):
+            DPSGD(_account(), "logistic", rng, clip=1.0, engine=engine)
+    DPSGD(_account(), "logistic", rng, clip=1.0, engine="numpy")
