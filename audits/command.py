@@ -75,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
     # Every command writes into its own subfolder, so no command overwrites another's summary or plots.
-    # Checked and made before any work (errors name --out).
-    args.out = str(prepare_output(os.path.join(args.out, folder + ("-quick" if args.quick else ""))))
     engine = engine_from_args(args)  # an optional engine that is not installed: ImportError naming it
     args.engine = engine.engine
+    # Checked and made before any work (errors name --out).
+    args.out = str(prepare_output(os.path.join(args.out, folder + ("-quick" if args.quick else ""))))
     tasks: list[tuple[AuditSpec, float | None]] = (
         [(spec, eps) for spec in specs for eps in (args.epsilon or spec.epsilons)] if args.mechanism is None
         else [(spec, None) for spec in specs])  # a user audit carries its own claim: no ε grid

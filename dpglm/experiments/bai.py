@@ -241,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
     from dpglm.engine.results import prepare_output
 
-    out = prepare_output(args.out)  # before any work; errors name the flag
-    engine = engine_from_args(args)
+    engine = engine_from_args(args)  # a spec only: every flag checked before any work
+    out = prepare_output(args.out)  # errors name the flag
     grid = epsilon_grid(args.quick)
     jobs = _jobs(grid, runs, args.seed, max_steps)
     start = time.perf_counter()

@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.replot:
         for panel in args.panels:
             build_sweep(panel, args)  # every user error before any run
-    out = prepare_output(args.out, args.format)
     engine = None if args.replot else engine_from_args(args)
+    out = prepare_output(args.out, args.format)  # errors name the flag
     fig, axes = plt.subplots(1, len(args.panels), figsize=(6.5 * len(args.panels), 4.8), squeeze=False)
     summary = {}
     for letter, ax, panel in zip("abcd", axes[0], args.panels, strict=False):

@@ -197,8 +197,8 @@ def run(args: argparse.Namespace) -> int:
     from dpglm.experiments.sweep import run_cells
 
     cells = build_cells(args)
-    out = prepare_output(args.out, args.format)  # before any work; errors name the flag
-    engine = engine_from_args(args)
+    engine = engine_from_args(args)  # a spec only: every flag checked before any work
+    out = prepare_output(args.out, args.format)  # errors name the flag
     (out / "ledgers").mkdir(parents=True, exist_ok=True)
     runs_path = table_path(out / "shuffle_runs", args.format)
     ordered, failures = run_cells(cells, run_cell, COLUMNS, runs_path, engine=engine,

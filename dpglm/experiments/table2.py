@@ -264,8 +264,8 @@ def run(args: argparse.Namespace) -> int:
     from dpglm.experiments.sweep import run_sweep
 
     sweep = build_sweep(args)
-    out = prepare_output(args.out, args.format)  # before any work; errors name the flag
-    engine = engine_from_args(args)
+    engine = engine_from_args(args)  # a spec only: every flag checked before any work
+    out = prepare_output(args.out, args.format)  # errors name the flag
     table = table_path(out / "table2", args.format)
     rows = run_sweep(sweep, table, engine=engine, progress=not args.no_progress)
     summary = summarize(rows)
