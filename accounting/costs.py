@@ -18,7 +18,7 @@ positive.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
-from accounting.validation import check_exact
+from accounting.validation import check_exact, short_repr
 
 Relation = Literal["add_remove", "replace_one"]
 #: The neighbouring relations a charge may state: add/remove one user's data,
@@ -59,8 +59,8 @@ def check_relation(relation: str) -> str:
     user's data replaced; ``"add_remove"``: by one user's data added or removed.
     ``mechanisms.release`` re-exports this function.
     """
-    if relation not in RELATIONS:
-        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    if not isinstance(relation, str) or relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {short_repr(relation)}")
     return relation
 
 
@@ -223,6 +223,8 @@ class RDP:
 
     def __init__(self, epsilons: Sequence[Number], orders: Sequence[Number] | None = None) -> None:
         exact_orders = ORDERS if orders is None else check_orders(orders)
+        if isinstance(epsilons, (str, bytes)) or not isinstance(epsilons, Iterable):
+            raise TypeError(f"epsilons must be a sequence of reals, one per order, got {type(epsilons).__name__}")
         values = tuple(epsilons)
         if len(values) != len(exact_orders):
             raise ValueError(f"epsilons must have one value per order ({len(exact_orders)}), got {len(values)}")

@@ -19,8 +19,49 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["check_exact", "check_generator", "check_int", "check_memory", "check_positive", "check_probability",
-           "check_real", "check_state_memory", "check_text", "memory_limit"]
+__all__ = ["check_array", "check_exact", "check_generator", "check_int", "check_memory", "check_positive",
+           "check_probability",
+           "check_real", "check_size", "check_state_memory", "check_text", "memory_limit", "short_repr"]
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)`` on one line for a message: an array as its shape and dtype, anything long cut to ``limit``."""
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"{'-' if value < 0 else ''}an int of {len(str(abs(value)))} digits"
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_array(name: str, value: object) -> np.ndarray:
+    """``value`` as a float array if it is a rectangular array of real numbers (int or float dtype).
+
+    Raises
+    ------
+    TypeError
+        If it is ragged, or its entries are complex, boolean, strings, objects or ints
+        beyond the float range; the message names ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an array of real numbers, got a bool")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nested sequences
+        raise TypeError(f"{name} must be a rectangular array of real numbers, got a ragged "
+                        f"{type(value).__name__}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers (int or float dtype), got dtype {array.dtype}")
+    return array.astype(float, copy=False)
+
+
+#: The largest count or size an argument may be: every integer up to 2**53 is a float exactly.
+MAX_COUNT = 2**53
+
+
+def check_size(name: str, value: object, low: int = 1) -> int:
+    """A count or a size (a horizon, a number of arms, steps): an int in [``low``, 2**53] (raises as ``check_int``)."""
+    return check_int(name, value, low, MAX_COUNT, why="a float holds every count up to 2^53")
 
 
 def _is_real(value: object) -> bool:
@@ -41,10 +82,10 @@ def check_int(name: str, value: object, low: int = 1, high: int | None = None, *
     """
     allowed = (f"an int >= {low}" if high is None else f"an int in [{low}, {high}]") + (f" ({why})" if why else "")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {short_repr(value)}")
     number = int(value)
     if number < low or (high is not None and number > high):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise ValueError(f"{name} must be {allowed}, got {short_repr(value)}")
     return number
 
 
@@ -77,7 +118,7 @@ def check_real(
         raise ValueError(f"{name} must be {allowed}, got a {type(value).__name__} beyond the float range") from None
     inside = (number > low if low_open else number >= low) and (number < high if high_open else number <= high)
     if not (math.isfinite(number) and inside):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise ValueError(f"{name} must be {allowed}, got {short_repr(value)}")
     return number
 
 
@@ -149,7 +190,7 @@ def _shown(value: object) -> str:
     """``value`` for a message; a Fraction to 6 digits through Decimal (never overflowing a float)."""
     if isinstance(value, Fraction):
         return f"{(Decimal(value.numerator) / Decimal(value.denominator)).normalize():.6g}"
-    return repr(value)
+    return short_repr(value)
 
 
 def check_positive(name: str, value: object) -> float:

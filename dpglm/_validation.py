@@ -10,13 +10,25 @@ generator) are :mod:`accounting.validation`'s, re-exported here beside the bandi
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
-from accounting.validation import check_generator, check_int, check_positive, check_probability, check_real
+from accounting.validation import (
+    check_array,
+    check_generator,
+    check_int,
+    check_memory,
+    check_positive,
+    check_probability,
+    check_real,
+    check_size,
+    short_repr,
+)
 
 __all__ = [
+    "check_dimension",
     "check_generator",
     "check_horizon_left",
     "check_int",
@@ -26,6 +38,7 @@ __all__ = [
     "check_real",
     "check_reward",
     "check_round_order",
+    "check_size",
     "real_array",
 ]
 
@@ -39,10 +52,7 @@ def real_array(name: str, value: object) -> np.ndarray:
         If the entries are complex (the imaginary part would be dropped), boolean,
         strings or objects; the message names ``name`` and the dtype.
     """
-    array = np.asarray(value)
-    if array.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be an array of real numbers (int or float dtype), got dtype {array.dtype}")
-    return array.astype(float, copy=False)
+    return check_array(name, value)
 
 
 def check_reward(reward: object, bound: float) -> float:
@@ -57,9 +67,12 @@ def check_reward(reward: object, bound: float) -> float:
     """
     if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"reward must be a real number in [0, R] = [0, {bound}], got {type(reward).__name__}")
-    r = float(reward)
+    try:
+        r = float(reward)
+    except OverflowError:  # an int beyond the float range
+        r = math.inf
     if not (0.0 <= r <= bound):
-        raise ValueError(f"reward must lie in [0, R] = [0, {bound}], got {reward!r}")
+        raise ValueError(f"reward must lie in [0, R] = [0, {bound}], got {short_repr(reward)}")
     return r
 
 
@@ -115,3 +128,16 @@ def check_n_runs(n_runs: object, n_arms: int) -> int:
     """
     return check_int("n_runs", n_runs, 1, MAX_RUN_CELLS // n_arms,
                      why=f"at most {MAX_RUN_CELLS:.0e} run x arm cells with K = {n_arms}; split larger batches")
+
+
+def check_dimension(d: object, matrices: int = 8) -> int:
+    """The dimension d of a policy: a size whose ``matrices`` (d, d) float matrices fit in memory.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_size`, or if the matrices would not fit (``accounting.validation.check_memory``).
+    """
+    d = check_size("d", d)
+    check_memory("d", d, 8 * matrices * d * d, f"{matrices} (d, d) matrices")
+    return d

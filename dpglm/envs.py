@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from accounting.validation import check_generator, check_int, check_positive
+from accounting.validation import check_array, check_generator, check_int, check_memory, check_positive, check_size
+from dpglm._validation import check_dimension
 from dpglm.glm import GLMFamily, get_family, kappa, kappa_star
 
 __all__ = ["BLOCK_ROUNDS", "NORM_TOLERANCE", "AdversarialContextEnv", "ContextualGLMEnv", "StochasticContextEnv"]
@@ -44,7 +45,7 @@ def validate_contexts(arms: np.ndarray, n_arms: int, d: int, *, name: str = "arm
 
     Raises ``ValueError`` naming ``name`` and the allowed range (paper §4.1: ‖x‖ ≤ 1).
     """
-    arms = np.asarray(arms, dtype=float)
+    arms = check_array(name, arms)
     if arms.ndim < 2 or arms.shape[-2:] != (n_arms, d):
         raise ValueError(f"{name} must have shape (..., {n_arms}, {d}), got {arms.shape}")
     if not np.all(np.isfinite(arms)):
@@ -98,7 +99,7 @@ class ContextualGLMEnv:
     ) -> None:
         self.family = get_family(family)
         check_generator(rng)
-        theta_star = np.array(theta_star, dtype=float)
+        theta_star = np.array(check_array("theta_star", theta_star))
         if theta_star.ndim != 1 or theta_star.size == 0 or not np.all(np.isfinite(theta_star)):
             raise ValueError(f"theta_star must be a finite 1-D array (d,), got shape {theta_star.shape}")
         theta_star.setflags(write=False)
@@ -112,9 +113,9 @@ class ContextualGLMEnv:
             self._adversary: Adversary | None = contexts
             self._contexts: np.ndarray | None = None
         else:
-            arr = np.asarray(contexts, dtype=float)
+            arr = check_array("contexts", contexts)
             if arr.ndim != 3 or arr.shape[-1] != self.d:
-                raise ValueError(f"contexts must have shape (T, K, {self.d}), got {arr.shape}")
+                raise ValueError(f"contexts must have shape (T, K, d), d = len(theta_star) = {self.d}, got {arr.shape}")
             if horizon is not None and int(horizon) != arr.shape[0]:
                 raise ValueError(f"horizon must equal len(contexts) = {arr.shape[0]}, got {horizon}")
             if n_arms is not None and int(n_arms) != arr.shape[1]:
@@ -137,7 +138,7 @@ class ContextualGLMEnv:
         elif callable(rewards):
             self._reward_model = rewards
         else:
-            table = np.asarray(rewards, dtype=float)
+            table = check_array("rewards", rewards)
             if table.shape != (self.horizon, self.n_arms):
                 raise ValueError(f"rewards must have shape ({self.horizon}, {self.n_arms}), got {table.shape}")
             self._check_reward_values(table)
@@ -196,6 +197,7 @@ class ContextualGLMEnv:
 
     def pull(self, t: int, index: int) -> float:
         """Play arm ``index`` of round t's arm set; return its reward, record regret."""
+        check_int("t", t, 0)
         if t != self.t or self._shown is None:
             raise ValueError(f"call contexts({self.t}) before pull; got t = {t}")
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -298,7 +300,9 @@ class StochasticContextEnv(ContextualGLMEnv):
         *,
         theta_star: np.ndarray | None = None,
     ) -> None:
-        d, n_arms, horizon = check_int("d", d), check_int("n_arms", n_arms), check_int("horizon", horizon)
+        d, n_arms, horizon = check_dimension(d, 1), check_size("n_arms", n_arms), check_size("horizon", horizon)
+        check_memory("n_arms", n_arms, 8 * BLOCK_ROUNDS * n_arms * (d + 2), "a block of arm sets")
+        check_memory("horizon", horizon, 8 * 8 * horizon, "the per-round records")
         S = check_positive("S", S)
         check_generator(rng)
         theta_rng, context_rng, reward_rng = rng.spawn(3)
@@ -306,7 +310,7 @@ class StochasticContextEnv(ContextualGLMEnv):
             u = theta_rng.standard_normal(d)
             theta_star = S * u / np.linalg.norm(u)
         else:
-            theta_star = np.asarray(theta_star, dtype=float)
+            theta_star = check_array("theta_star", theta_star)
             if theta_star.shape != (d,):
                 raise ValueError(f"theta_star must have shape ({d},), got {theta_star.shape}")
             if np.linalg.norm(theta_star) > S * (1.0 + NORM_TOLERANCE):

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numpy as np
 
 from accounting import Account, PureDP
-from accounting.validation import check_int
+from accounting.validation import check_memory, check_size
 from mechanisms.base import Mechanism
 from mechanisms.lattice import LaplaceLattice
 from mechanisms.noise import laplace_scale_for
@@ -190,7 +190,8 @@ class GeometricBatchMean(Mechanism):
         for a in accounts:
             if a.currency != "pure":
                 raise ValueError(f"account must charge pure ε (currency 'pure'), got {a.currency!r}")
-        n_arms = check_int("n_arms", n_arms, 1)
+        n_arms = check_size("n_arms", n_arms)
+        check_memory("n_arms", n_arms, 8 * 8 * n_arms, "eight arrays of one entry per arm")
         self.epsilon = check_positive("epsilon", epsilon)
         # The charge PureDP(ε) is ε read as the decimal it prints as; the noise scale is
         # the smallest float b with 1/b ≤ that ε exactly, so the real loss never exceeds it.

@@ -40,7 +40,7 @@ import numpy as np
 
 from accounting import ApproxDP, Receipt
 from accounting.costs import as_fraction
-from accounting.validation import check_int, check_positive, check_probability, check_real
+from accounting.validation import check_int, check_memory, check_positive, check_probability, check_real, check_size
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator
 from mechanisms.shuffle_accountant import bitsum_delta, calibrate_bitsum_gamma
@@ -99,7 +99,8 @@ class _ChargedShuffleSum(Mechanism):
     def _open(self, account: object, n_users: int, rng: np.random.Generator, epsilon: float, delta: float,
               relation: str) -> None:
         self.account = check_account(account, ("approx",), f"{self._MECHANISM} (an ApproxDP(epsilon, delta) cost)")
-        self.n_users = check_int("n_users", n_users, 2)
+        self.n_users = check_size("n_users", n_users, 2)
+        check_memory("n_users", self.n_users, 64 * self.n_users, "the accountant's distributions over the users")
         self.rng = check_generator(rng)
         self.epsilon, self.delta = _check_budget(epsilon, delta)
         # The ledger charges the decimals ε and δ print as; the accountant certifies the
@@ -206,7 +207,11 @@ class ShuffleBitSum(_ChargedShuffleSum):
     ) -> None:
         self._open(account, n_users, rng, epsilon, delta, relation)
         if gamma is None:
-            gamma = calibrate_bitsum_gamma(self.n_users, *self._certified)
+            try:
+                gamma = calibrate_bitsum_gamma(self.n_users, *self._certified)
+            except OverflowError:  # scipy's binomial tails at an astronomically large epsilon
+                raise ValueError(f"epsilon={self.epsilon!r} is beyond what the bit-sum accountant can evaluate; "
+                                 "give a smaller epsilon (every gamma meets it) or an explicit gamma") from None
         elif bitsum_delta(self.n_users, check_probability("gamma", gamma), self._certified[0]) > self._certified[1]:
             raise ValueError(
                 f"gamma={gamma!r} does not meet (epsilon={self.epsilon}, delta={self.delta}) for n={self.n_users}"
@@ -254,6 +259,8 @@ class ShuffleBitSum(_ChargedShuffleSum):
 
 def _check_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """``(d,)`` or ``(d, d)`` with ``d >= 1``."""
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape must be a tuple (d,) or (d, d) of ints, got {type(shape).__name__}")
     shape = tuple(shape)
     if not (len(shape) in (1, 2) and all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape)):
         raise ValueError(f"shape must be (d,) or (d, d) with d >= 1, got {shape!r}")

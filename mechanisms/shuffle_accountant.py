@@ -117,8 +117,12 @@ def _check_bitsum_point(n: int, gamma: float, epsilon: float) -> tuple[int, floa
 
 
 def _hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
-    """``sum max(p - e^eps q, 0)``: the eps-hockey-stick divergence of two pmfs on one support."""
-    return float(np.maximum(p - math.exp(epsilon) * q, 0.0).sum())
+    """``sum max(p - e^eps q, 0)``: the eps-hockey-stick divergence of two pmfs on one support.
+
+    ε above 709 (e^ε beyond the float range) is read as 709: a smaller ε gives a larger δ,
+    so the answer stays an upper bound.
+    """
+    return float(np.maximum(p - math.exp(min(epsilon, 709.0)) * q, 0.0).sum())
 
 
 # ---------------------------------------------------------------------------

@@ -81,7 +81,7 @@ import numpy.typing as npt
 
 from accounting import GDP, ZCDP, Budgeted, Chargeable, Cost
 from accounting.convert import gaussian_rho_exact, gaussian_sigma
-from accounting.validation import check_int, check_state_memory
+from accounting.validation import check_array, check_int, check_state_memory, short_repr
 from mechanisms.base import Mechanism
 from mechanisms.lattice import GaussianLattice, NoiseStream, gdp_mu_squared, gdp_sigma
 from mechanisms.noise import element_bound, round_up
@@ -116,7 +116,7 @@ def check_stream_shape(shape: object) -> tuple[int, ...]:
     if not isinstance(shape, (tuple, list)) or not all(
         isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape
     ):
-        raise TypeError(f"shape must be a tuple (d,) or (d, d) of ints, got {shape!r}")
+        raise TypeError(f"shape must be a tuple (d,) or (d, d) of ints, got {short_repr(shape)}")
     shape = tuple(int(n) for n in shape)
     if len(shape) not in (1, 2) or min(shape) < 1 or (len(shape) == 2 and shape[0] != shape[1]):
         raise ValueError(f"shape must be (d,) or square (d, d) with d >= 1, got {shape}")
@@ -200,11 +200,7 @@ class StreamElements:
             raise ValueError(f"horizon exceeded: all {self.horizon} elements (horizon={self.horizon}) already appended")
         if isinstance(x, OuterProduct) and x.vector is not None and x.weight is not None and self.psd:
             return self._check_outer(x.vector, x.weight)
-        if isinstance(x, (bool, np.bool_)):
-            raise TypeError("x must be a real array, got a bool")
-        array = np.asarray(x)
-        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-            raise TypeError(f"x must be a real array, got dtype {array.dtype}")
+        array = check_array("x", x)  # a rectangular real array (bools, strings, ragged lists refused)
         if array.shape != self.shape:
             raise ValueError(f"x must have shape {self.shape}, got {array.shape}")
         array = array.astype(np.float64)

@@ -13,14 +13,15 @@ convex one). Inner inversions are vectorised bisections over the arms.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize_scalar
 
-from accounting.validation import check_real
-from dpglm.bai.divergences import _check_eps, _check_mean, _d_plus, _transport_cost
+from accounting.validation import check_array, check_real
+from dpglm.bai.divergences import _check_mean, _d_plus, _transport_cost
 
 __all__ = ["CharacteristicTime", "characteristic_time"]
 
@@ -59,8 +60,8 @@ def characteristic_time(mu: ArrayLike, eps: float = np.inf) -> CharacteristicTim
     paper §3, Thm. (lower bound); ε = ∞ gives the non-private T*(ν) of
     Garivier & Kaufmann (2016).
     """
-    mu = _check_mean("mu", np.asarray(mu, dtype=float).ravel())
-    eps = float(_check_eps(eps))
+    mu = _check_mean("mu", check_array("mu", mu).ravel())
+    eps = math.inf if isinstance(eps, float) and eps == math.inf else check_real("eps", eps, 0.0, low_open=True)
     if mu.size < 2:
         raise ValueError("mu must hold at least two arms")
     best = int(np.argmax(mu))

@@ -17,20 +17,22 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import xlogy
 
+from accounting.validation import check_array, short_repr
+
 __all__ = ["kl", "d_plus", "d_minus", "d_eps", "transport_cost", "g_minus"]
 
 
 def _check_eps(eps: ArrayLike) -> np.ndarray:
-    e = np.asarray(eps, dtype=float)
+    e = check_array("eps", eps)
     if np.any(~(e > 0)):
-        raise ValueError(f"eps must be in (0, inf], got {eps!r}")
+        raise ValueError(f"eps must be in (0, inf], got {short_repr(eps)}")
     return e
 
 
 def _check_mean(name: str, x: ArrayLike) -> np.ndarray:
-    a = np.asarray(x, dtype=float)
+    a = check_array(name, x)
     if np.any(~((a >= 0) & (a <= 1))):
-        raise ValueError(f"{name} must lie in [0, 1] (Bernoulli means), got {x!r}")
+        raise ValueError(f"{name} must lie in [0, 1] (Bernoulli means), got {short_repr(x)}")
     return a
 
 

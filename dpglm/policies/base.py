@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dpglm._validation import check_int, check_positive, check_reward, real_array
+from dpglm._validation import check_dimension, check_positive, check_reward, real_array
 
 __all__ = ["Policy"]
 
@@ -40,7 +40,7 @@ class Policy(ABC):
     name: str = "policy"
 
     def __init__(self, d: int, *, reward_bound: float = 1.0) -> None:
-        d = check_int("d", d)
+        d = check_dimension(d)
         reward_bound = check_positive("reward_bound", reward_bound)
         self.d = int(d)
         self.reward_bound = reward_bound

@@ -21,11 +21,11 @@ import numpy as np
 
 from dpglm._validation import (
     check_horizon_left,
-    check_int,
     check_positive,
     check_probability,
     check_real,
     check_round_order,
+    check_size,
 )
 from dpglm.glm import GLMFamily, fit_mle, get_family
 from dpglm.linalg import dmu_range
@@ -96,7 +96,7 @@ class GLMUCB(Policy):
     ) -> None:
         super().__init__(d, reward_bound=reward_bound)
         self.family = get_family(family)
-        horizon = check_int("horizon", horizon)
+        horizon = check_size("horizon", horizon)
         self.delta, self.kappa, lam = kappa_baseline_constants(self.d, delta, kappa, lam)
         self.horizon, self.lam = int(horizon), lam
         kappa_f = np.sqrt(3.0 + 2.0 * np.log(1.0 + 2.0 / lam))

@@ -82,7 +82,14 @@ from typing import Any
 import numpy as np
 
 from accounting import Ledger
-from dpglm._validation import check_generator, check_horizon_left, check_int, check_positive, check_round_order
+from dpglm._validation import (
+    check_dimension,
+    check_generator,
+    check_horizon_left,
+    check_positive,
+    check_round_order,
+    check_size,
+)
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.invalid import InvalidUsers, check_invalid
 from dpglm.policies.joint_dp_ingredients import DPSGDEstimator, NeverCalled, TreeDesign
@@ -195,7 +202,7 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         noise_term: float | None = None,
         invalid: str = "clip",
     ) -> None:
-        d, horizon, S = check_int("d", d), check_int("horizon", horizon), check_positive("S", S)
+        d, horizon, S = check_dimension(d), check_size("horizon", horizon), check_positive("S", S)
         self.invalid = check_invalid(invalid)
         self._skipping = False
         self.ledger, self.epsilon, self.delta = joint_dp_ledger(ledger, epsilon, delta)

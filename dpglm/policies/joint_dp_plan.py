@@ -179,7 +179,6 @@ def check_joint_dp_arguments(problem: JointDPProblem, refits: RefitOptions, para
             raise TypeError(f"params must be a RarelySwitchingParameters, got {type(params).__name__}")
         _exploration_possible(params)
     kappa_support(problem.family, problem.S)
-    check_int("horizon", problem.horizon, 1, 2**53, why="held exactly by a float")
     depth = tree_depth(problem.horizon)
     check_memory("d", problem.d, 2 * 8 * (2 * depth + 2) * problem.d**2, "the two trees' state (two (d, d) trees)")
     return RefitOptions(clip=clip, steps=steps, lr=lr, refits_tau=refits_tau, refits_o=refits_o,

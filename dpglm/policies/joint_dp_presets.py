@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from dpglm._validation import check_int, check_positive, check_probability
+from dpglm._validation import check_dimension, check_positive, check_probability, check_size
 from dpglm.glm import GLMFamily, get_family
 from dpglm.policies.rarely_switching import (
     RarelySwitchingParameters,
@@ -89,7 +89,7 @@ def joint_dp_parameters(
     is a function of the public σ only.
     """
     family = get_family(family)
-    d, horizon = check_int("d", d), check_int("horizon", horizon)
+    d, horizon = check_dimension(d), check_size("horizon", horizon)
     S, epsilon, delta = check_positive("S", S), check_positive("epsilon", epsilon), check_probability("delta", delta)
     if preset == "theory":
         return _theory_parameters(family, d, horizon, S, epsilon, delta, constant)

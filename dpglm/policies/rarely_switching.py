@@ -49,7 +49,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpglm._validation import check_horizon_left, check_int, check_round_order
+from dpglm._validation import check_horizon_left, check_round_order, check_size
 from dpglm.glm import GLMFamily, fit_mle_ball, get_family
 from dpglm.linalg import FlooredSpectrum, floored_inverse
 from dpglm.policies.base import _NORM_TOLERANCE, Policy
@@ -221,7 +221,7 @@ class RarelySwitchingBandit(Policy):
         horizon: int | None = None,
     ) -> None:
         self.family = get_family(family)
-        self.horizon = None if horizon is None else check_int("horizon", horizon)
+        self.horizon = None if horizon is None else check_size("horizon", horizon)
         super().__init__(d, reward_bound=self.family.reward_bound)
         if not isinstance(params, RarelySwitchingParameters):
             raise TypeError(f"params must be RarelySwitchingParameters, got {type(params).__name__}")

@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from dpglm._validation import check_int, check_positive, check_probability, check_real
+from dpglm._validation import check_dimension, check_positive, check_probability, check_real, check_size
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.linalg import dmu_range
 
@@ -200,6 +200,6 @@ def rs_glinucb_parameters(
 
 
 def _check_problem(d: int, horizon: int, S: float) -> None:
-    check_int("d", d)
-    check_int("horizon", horizon)
+    check_dimension(d)
+    check_size("horizon", horizon)
     check_positive("S", S)

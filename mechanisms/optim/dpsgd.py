@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import GDP, ZCDP
-from accounting.validation import check_real, check_text
+from accounting.validation import check_array, check_real, check_text
 from mechanisms.base import Mechanism
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, plan_run
 from mechanisms.optim.dpsgd_steps import (
@@ -282,8 +282,8 @@ class DPSGD(Mechanism):
                     theta0: npt.ArrayLike | None, *, allow_empty: bool = False) -> tuple[Matrix, Vector, Vector]:
         """(X, y, θ₀) as private float copies, checked: shapes, finite, y ∈ [0, 1] for a built-in loss, θ₀ feasible."""
         # Private, contiguous, writeable copies (torch shares their memory; inputs may be read-only releases).
-        X = np.array(X_in, dtype=np.float64, order="C")
-        y = np.array(y_in, dtype=np.float64, order="C")
+        X = np.array(check_array("X", X_in), dtype=np.float64, order="C")
+        y = np.array(check_array("y", y_in), dtype=np.float64, order="C")
         min_rows = 0 if allow_empty else 1
         if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] < 1:
             raise ValueError(f"X must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")

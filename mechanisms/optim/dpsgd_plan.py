@@ -93,7 +93,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accounting import GDP, ZCDP
-from accounting.validation import check_int, check_positive, check_real
+from accounting.validation import check_int, check_positive, check_real, check_size
 from mechanisms.lattice import gdp_mu_squared, gdp_sigma
 from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
 
@@ -161,7 +161,7 @@ def plan_run(
     (float ≥ 1) the run is full batch (``batch_size`` must be None), n may be 0, and the
     plan's epochs, noise and cost do not depend on n (module docstring).
     """
-    steps = check_int("steps", steps, 1)
+    steps = check_size("steps", steps)
     n, batch_size, n_batches, normalizer = _blocks(n, batch_size, normalizer)
     epochs = -(-steps // n_batches)
     sensitivity = 2.0 * clip  # replace-one: ‖clip(a) − clip(a')‖ ≤ 2C

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import dp_accounting
 
 from accounting import EventChargeable, Receipt
-from accounting.validation import check_int, check_positive, check_real
+from accounting.validation import check_int, check_positive, check_real, check_size
 
 __all__ = ["PlanExhausted", "TrainingCharge", "charge_training", "make_private_with_ledger", "training_event"]
 
@@ -46,7 +46,7 @@ class PlanExhausted(RuntimeError):
 
 def training_event(sample_rate: float, noise_multiplier: float, steps: int) -> dp_accounting.DpEvent:
     """The dp-accounting event of ``steps`` Poisson-sampled Gaussian steps (add/remove, z = σ/C)."""
-    steps = check_int("steps", steps, 1)
+    steps = check_size("steps", steps)
     rate = check_real("sample_rate", sample_rate, 0.0, 1.0, low_open=True)
     step = dp_accounting.GaussianDpEvent(check_positive("noise_multiplier", noise_multiplier))
     if rate < 1:

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import EventChargeable
-from accounting.validation import check_int, check_real, check_text
+from accounting.validation import check_real, check_size, check_text
 from mechanisms.lattice import GaussianLattice
 from mechanisms.optim.dpsgd import DPSGD, Projection
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_normalizer
@@ -106,7 +106,7 @@ class PoissonDPSGD(DPSGD):
         step = dp_accounting.GaussianDpEvent(z)
         if q < 1:
             step = dp_accounting.PoissonSampledDpEvent(q, step)
-        return dp_accounting.SelfComposedDpEvent(step, check_int("steps", steps, 1))
+        return dp_accounting.SelfComposedDpEvent(step, check_size("steps", steps))
 
     def fit(  # type: ignore[override]  # a Poisson run takes sample_rate and delta, never cost or batch_size
         self, X: npt.ArrayLike, y: npt.ArrayLike, *, steps: int, lr: float, projection: Projection,

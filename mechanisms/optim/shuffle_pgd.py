@@ -51,7 +51,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import ApproxDP, Receipt, convert
 from accounting.costs import as_fraction
-from accounting.validation import check_int, check_real
+from accounting.validation import check_int, check_real, check_size
 from mechanisms.base import Mechanism
 from mechanisms.calibration_cache import cached_calibration
 from mechanisms.optim.projection import BallProjection, MetricProjection
@@ -350,7 +350,7 @@ class ShufflePGD(Mechanism):
         """
         X, y, theta = self._check_data(X, y, theta0)
         n, d = X.shape
-        iterations = check_int("iterations", iterations)
+        iterations = check_size("iterations", iterations)
         eta = self.step_size(iterations) if lr is None else _real("lr", lr, low=0.0)
         levels = default_levels(n, d) if levels is None else check_int("levels", levels)
         if method not in ("counts", "messages"):

@@ -44,11 +44,13 @@ POLICIES = {
 
 
 @pytest.mark.parametrize("changes, error, message", [
-    ({"horizon": 0}, ValueError, r"horizon must be an int >= 1, got 0"),  # was "math domain error"
+    # was "math domain error"
+    ({"horizon": 0}, ValueError, r"horizon must be an int in \[1, 9007199254740992\] .*, got 0"),
     # was "cannot convert NaN to integer ratio"
     ({"S": float("nan")}, ValueError, r"S must be a finite number > 0, got nan"),
-    ({"d": "3"}, TypeError, r"d must be an int >= 1, got str '3'"),  # 'can only concatenate str (not "int") to str'
-    ({"horizon": 2.0}, TypeError, r"horizon must be an int >= 1, got float 2.0"),
+    # was 'can only concatenate str (not "int") to str'
+    ({"d": "3"}, TypeError, r"d must be an int in \[1, 9007199254740992\] .*, got str '3'"),
+    ({"horizon": 2.0}, TypeError, r"horizon must be an int in \[1, .*, got float 2.0"),
     ({"epsilon": 0}, ValueError, r"epsilon must be a finite number > 0, got 0"),  # was "budget must be positive"
     ({"delta": 1.5}, ValueError, r"delta must be a real number in \(0, 1\), got 1.5"),
     ({"rng": 3}, TypeError, r"rng must be a numpy.random.Generator, got int"),

@@ -259,7 +259,7 @@ def test_psd_charge_covers_the_eigenvalue_tolerance():
         (np.array([[0.1, 0.2], [0.0, 0.1]]), "symmetric"),
         (np.array([[0.1, np.nan], [np.nan, 0.1]]), "finite"),
         (np.diag([0.3, -0.3]), "positive semidefinite"),
-        (np.array([["a", "b"], ["c", "d"]]), "real array"),
+        (np.array([["a", "b"], ["c", "d"]]), "array of real numbers"),
     ],
 )
 def test_bad_elements_raise_naming_x(x, message):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from accounting.validation import check_int, check_positive, check_probability
+from accounting.validation import check_positive, check_probability, check_size
+from dpglm._validation import check_dimension
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.batched.parameters import BatchedParameters
 from dpglm.policies.batched.schedule import max_batches
@@ -32,7 +33,7 @@ def batched_parameters(
     ``c₁ = κ e^{3S} d² γ²/S`` (paper §5), which the default cap then overrides.
     """
     family = get_family(family)
-    d, horizon = check_int("d", d), check_int("horizon", horizon)
+    d, horizon = check_dimension(d), check_size("horizon", horizon)
     S = check_positive("S", S)
     delta = check_probability("delta", delta)
     kappa = kappa_support(family, S)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accounting.validation import check_int, check_real
+from accounting.validation import check_int, check_real, check_size
 
 __all__ = ["BatchSchedule", "batch_schedule", "max_batches"]
 
@@ -77,7 +77,7 @@ def batch_schedule(
         α solved by bisection so the real lengths sum to T; integer lengths are the
         differences of the rounded-down cumulative end points, empty batches dropped.
     """
-    horizon = check_int("horizon", horizon)
+    horizon = check_size("horizon", horizon)
     warmup_scale = check_real("warmup_scale", warmup_scale, 0.0, low_open=True)
     cap = float(math.ceil(horizon ** (2.0 / 3.0))) if warmup_cap is None else check_real("warmup_cap", warmup_cap, 1.0)
     m = max_batches(horizon) if n_batches is None else check_int("n_batches", n_batches)

@@ -14,8 +14,8 @@ import numpy as np
 
 from accounting import Account, ApproxDP, Ledger
 from accounting.costs import as_fraction
-from accounting.validation import check_generator, check_int, check_positive, check_probability
-from dpglm._validation import check_horizon_left, check_round_order
+from accounting.validation import check_generator, check_int, check_positive, check_probability, check_size
+from dpglm._validation import check_dimension, check_horizon_left, check_round_order
 from dpglm.glm import GLMFamily, get_family, kappa_support
 from dpglm.policies.batched.loop import BatchedGLMBandit
 from dpglm.policies.batched.parameters import BatchedParameters
@@ -92,8 +92,7 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
         if not isinstance(budget, ApproxDP):
             raise TypeError(f"ledger must hold an ApproxDP budget, got {type(budget).__name__}")
         # Every public argument is checked before the ledger is split (docs/mechanisms.md).
-        d, S = check_int("d", d), check_positive("S", S)
-        horizon = check_int("horizon", horizon, 1, 2**53, why="held exactly by a float")
+        d, horizon, S = check_dimension(d), check_size("horizon", horizon), check_positive("S", S)
         kappa_support(family, S)
         if levels is not None:
             levels = check_int("levels", levels)
