@@ -117,6 +117,8 @@ class Ledger(Uncopyable):
         self._closed = False
         self._in_transaction = False
         self._accounts: dict[str, Account] = {}
+        self.service_rows: list[tuple[int, str, dict[str, Any]]] = []
+        """The journal's ``"stopped"``/``"restored"`` rows (seq, kind, payload), in order (docs/service.md)."""
         self.root = Account(self, "", currency, vector, None, vector, orders)
         self._journal: JournalStore | None = None
         self.journal_path: str | None = None
@@ -185,6 +187,37 @@ class Ledger(Uncopyable):
         if transaction is None:
             return self._seq + 1
         return transaction.append(kind, path, payload())
+
+    def record_service_row(self, kind: str, payload: Callable[[list[tuple[int, str, dict[str, Any]]]], dict[str, Any]],
+                           ) -> int:
+        """Append a ``"stopped"`` or ``"restored"`` row (docs/service.md); its seq.
+
+        ``payload`` is called inside the journal transaction with every service row
+        committed so far (others' included) and returns the row, or raises to refuse: a
+        restore checks "never restored before" and writes its row atomically. The row
+        is counted only once durably journalled. Without a journal it is kept in memory.
+        """
+        from accounting.persistence import SERVICE_KINDS
+
+        if kind not in SERVICE_KINDS:
+            raise ValueError(f"kind must be one of {SERVICE_KINDS}, got {kind!r}")
+        with self._lock, self._transaction() as transaction:
+            row = payload(list(self.service_rows))
+            seq = self._append(transaction, kind, "", lambda: row)
+            self.service_rows.append((seq, kind, dict(row)))
+            self._seq = seq
+            return seq
+
+    @property
+    def journal_id(self) -> str | None:
+        """The random id of the journal (None in memory): what a checkpoint is bound to."""
+        return None if self._journal is None else self._journal.journal_id
+
+    @property
+    def seq(self) -> int:
+        """The last journal row this ledger has seen (after :meth:`refresh`)."""
+        self.refresh()
+        return self._seq
 
     def refresh(self) -> None:
         """Replay the rows other ledgers committed to the journal since this one last looked.

@@ -12,6 +12,11 @@ journal restores the very same spend (docs/accounting.md, docs/threat-model.md):
   the account's currency, under the ledger's relation), mechanism, relation,
   partition key, note, and, for a dp-accounting event, its pair form
   (:mod:`accounting.events`).
+- ``"stopped"`` / ``"restored"`` (journal format 3, issue 24; docs/service.md): a
+  policy's clean stop after its checkpoint (checkpoint id, the seq it was written
+  at, its SHA-256) and the one restore a checkpoint may have. They spend nothing;
+  replay keeps them in ``ledger.service_rows`` so a restore can refuse a checkpoint
+  restored before, or an older one.
 
 A journal written for another budget or relation, naming an unknown account or
 an unknown kind of event, raises :class:`~accounting.journal.JournalMismatchError`.
@@ -33,7 +38,10 @@ if TYPE_CHECKING:
     from accounting.ledger import Ledger
     from accounting.store import Event, JournalStore
 
-__all__ = ["charge_payload", "read_split", "replay", "restore", "split_payload"]
+__all__ = ["SERVICE_KINDS", "charge_payload", "read_split", "replay", "restore", "split_payload"]
+
+SERVICE_KINDS = ("stopped", "restored")
+"""Rows that spend nothing: a policy's clean stop and its restore (docs/service.md)."""
 
 
 def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan) -> dict[str, Any]:
@@ -115,6 +123,8 @@ def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, A
             event = event_from_dict(payload["event"])
         account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis",
                        (seq, charged, event, "event" in payload))
+    elif kind in SERVICE_KINDS:
+        ledger.service_rows.append((seq, kind, dict(payload)))
     else:
         raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
     ledger._seq = seq

@@ -115,6 +115,11 @@ def render_text(ledger: Ledger) -> str:
         lines.append(f"  pooled {pool.currency} [{', '.join(pool.accounts)}]: {format_cost(pool.used)} at "
                      f"δ={float(pool.delta):.4g} → ε={float(pool.eps_pooled):.6g} "
                      f"(converted one by one: ε={float(pool.eps_separately):.6g})")
+    if ledger.service_rows:
+        lines.append("")
+        lines.append("stops and restores (spend nothing; docs/service.md):")
+        lines.extend(f"  #{seq} {kind}: checkpoint {row.get('checkpoint', '?')} written at seq {row.get('at_seq', '?')}"
+                     + (f", seed {row['seed']}" if "seed" in row else "") for seq, kind, row in ledger.service_rows)
     return "\n".join(lines)
 
 
@@ -149,5 +154,6 @@ def render_json(ledger: Ledger) -> str:
                    "delta": float(p.delta), "eps_pooled": float(p.eps_pooled),
                    "eps_separately": float(p.eps_separately), "eps": float(p.eps)} for p in _pools(ledger)],
         "accounts": _account_json(ledger.root),
+        "service_rows": [{"seq": seq, "kind": kind, **row} for seq, kind, row in ledger.service_rows],
     }
     return json.dumps(document, indent=2, ensure_ascii=False)

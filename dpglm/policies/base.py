@@ -7,6 +7,7 @@ context themselves between the two calls.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -52,6 +53,29 @@ class Policy(ABC):
     @abstractmethod
     def observe(self, reward: float) -> None:
         """Reward of the arm returned by the last :meth:`choose`."""
+
+    def checkpoint(self, path: str | os.PathLike[str]) -> str:
+        """Write this policy's whole state to ``path`` and stop it cleanly; the checkpoint's id.
+
+        :mod:`dpglm.service.checkpoint` (docs/service.md): no pickle, the ledger's journal
+        id and seq (not the ledger), a ``"stopped"`` row journalled after the file; the
+        policy refuses further rounds. The file holds raw private data.
+        """
+        from dpglm.service.checkpoint import checkpoint_policy
+
+        return checkpoint_policy(self, path)
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike[str], *, ledger: Any = None) -> Policy:
+        """The policy checkpointed at ``path``, continued on ``ledger`` (same journal; None if it had none).
+
+        Refused (:class:`dpglm.service.CheckpointError`, one line): another journal, no
+        clean stop (a crash), a checkpoint restored before, or an older one.
+        """
+        from dpglm.service.checkpoint import restore_policy
+
+        policy: Policy = restore_policy(path, ledger, cls)
+        return policy
 
     def diagnostics(self) -> dict[str, Any]:
         """Counters worth recording with a run (e.g. how often a criterion fired)."""

@@ -1,0 +1,139 @@
+"""Checkpoint and restore (issue 24, docs/service.md).
+
+Bit-identical: a run stopped at a random round (inside a batch, right after a refit),
+checkpointed, its ledger closed and reopened from the journal, restored, and played on,
+makes exactly the actions of the uninterrupted run on the same seeds; the environment is
+saved and restored by the same walker (its generators too). The ledger then holds
+exactly the uninterrupted run's spend: nothing re-granted. Old, twice-restored,
+crashed and foreign checkpoints are refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accounting import ApproxDP, Ledger
+from dpglm.envs import StochasticContextEnv
+from dpglm.policies import JointDPGLMBandit, Policy, RSGLinUCB, ShuffleDPGLMBandit
+from dpglm.service import CheckpointError
+from dpglm.service.walker import decode, encode
+
+D, K, T, S = 2, 5, 160, 1.0
+
+
+def _env() -> StochasticContextEnv:
+    env = StochasticContextEnv("logistic", D, K, S, T, np.random.default_rng([9, 2]))
+    env.reset()
+    return env
+
+
+def _make(kind: str, ledger: Ledger | None) -> Policy:
+    rng = np.random.default_rng(21)
+    if kind == "joint":
+        return JointDPGLMBandit("logistic", D, T, S, rng=rng, ledger=ledger)
+    if kind == "shuffle":
+        return ShuffleDPGLMBandit("logistic", D, T, S, rng, ledger=ledger)
+    return RSGLinUCB("logistic", D, T, S)
+
+
+def _play(policy: Policy, env: StochasticContextEnv, start: int, stop: int) -> list[int]:
+    out = []
+    for t in range(start, stop):
+        a = policy.choose(env.contexts(t))
+        policy.observe(env.pull(t, a))
+        out.append(a)
+    return out
+
+
+def _ledger(tmp_path, name: str) -> Ledger | None:
+    return Ledger(ApproxDP(4, 0.02), journal=tmp_path / f"{name}.db")
+
+
+def _stop_round(kind: str, policy_for_schedule: Policy) -> list[int]:
+    """Rounds to stop at: random ones, one inside a batch (shuffle) or one right after a refit (joint, RS)."""
+    rng = np.random.default_rng(5)
+    picks = [int(rng.integers(1, T - 1))]
+    if kind == "shuffle":
+        ends = policy_for_schedule.schedule.ends  # type: ignore[attr-defined]
+        picks.append(int(ends[0]) + 3)  # inside batch 2
+    return picks
+
+
+@pytest.mark.parametrize("kind", ["joint", "shuffle", "rs"])
+def test_a_clean_stop_restores_bit_identical_actions_and_grants_nothing_again(tmp_path, kind):
+    private = kind != "rs"
+    full_ledger = _ledger(tmp_path, "full") if private else None
+    full = _make(kind, full_ledger)
+    want = _play(full, _env(), 0, T)
+    stops = _stop_round(kind, full)
+    if kind in ("joint", "rs"):  # right after a refit: the first round whose choose refitted θ̂_τ
+        probe, env = _make(kind, None if not private else Ledger(ApproxDP(4, 0.02))), _env()
+        for t in range(T):
+            before = probe.counts["refits_tau"]  # type: ignore[attr-defined]
+            _play(probe, env, t, t + 1)
+            if probe.counts["refits_tau"] > before:  # type: ignore[attr-defined]
+                stops.append(t + 1)
+                break
+    for i, stop in enumerate(stops):
+        journal = tmp_path / f"run{i}.db"
+        ledger = Ledger(ApproxDP(4, 0.02), journal=journal) if private else None
+        policy, env = _make(kind, ledger), _env()
+        got = _play(policy, env, 0, stop)
+        path = tmp_path / f"cp{i}.npz"
+        policy.checkpoint(path)
+        with pytest.raises(RuntimeError, match="stopped"):
+            policy.choose(env.contexts(stop))
+        env_tree, env_arrays = encode(env, "env")
+        del policy, env
+        if ledger is not None:
+            ledger.close()
+        reopened = Ledger.from_journal(journal) if private else None
+        restored = type(_make(kind, None if not private else Ledger(ApproxDP(4, 0.02)))).restore(path, ledger=reopened)
+        got += _play(restored, decode(env_tree, env_arrays, None), stop, T)
+        assert got == want, f"stop at {stop}"
+        if private:
+            assert reopened is not None and full_ledger is not None
+            assert reopened.root.spent == full_ledger.root.spent  # nothing re-granted, nothing lost
+            assert [kind for _, kind, _ in reopened.service_rows] == ["stopped", "restored"]  # replayed from the journal
+            assert "stops and restores" in reopened.report() and '"service_rows"' in reopened.to_json()
+            with pytest.raises(CheckpointError, match="already restored"):
+                Policy.restore(path, ledger=reopened)
+            assert len(reopened.service_rows) == 2
+        else:
+            assert isinstance(Policy.restore(path), RSGLinUCB)  # nothing private: any number of times
+
+
+@pytest.mark.parametrize("kind", ["joint", "shuffle"])
+def test_old_crashed_and_foreign_checkpoints_are_refused(tmp_path, kind, monkeypatch):
+    journal = tmp_path / "j.db"
+    ledger = Ledger(ApproxDP(4, 0.02), journal=journal)
+    policy, env = _make(kind, ledger), _env()
+    _play(policy, env, 0, 40)
+    policy.checkpoint(tmp_path / "old.npz")
+    first = Policy.restore(tmp_path / "old.npz", ledger=ledger)
+    _play(first, env, 40, 80)
+    spent = ledger.root.spent
+    first.checkpoint(tmp_path / "new.npz")
+    with pytest.raises(CheckpointError, match="older one is refused|already restored"):
+        Policy.restore(tmp_path / "old.npz", ledger=ledger)
+    other = Ledger(ApproxDP(4, 0.02), journal=tmp_path / "other.db")
+    with pytest.raises(CheckpointError, match="written against journal"):
+        Policy.restore(tmp_path / "new.npz", ledger=other)
+    second = Policy.restore(tmp_path / "new.npz", ledger=ledger)
+    _play(second, env, 80, 100)
+    # A crash between the file and its "stopped" row: refused, and nothing was granted for it.
+    monkeypatch.setattr(Ledger, "record_service_row", lambda *a, **k: (_ for _ in ()).throw(OSError("power cut")))
+    with pytest.raises(OSError, match="power cut"):
+        second.checkpoint(tmp_path / "crash.npz")
+    monkeypatch.undo()
+    before, rows = ledger.root.spent, len(ledger.service_rows)
+    with pytest.raises(CheckpointError, match="no clean stop"):
+        Policy.restore(tmp_path / "crash.npz", ledger=ledger)
+    assert ledger.root.spent == before and len(ledger.service_rows) == rows  # a refusal writes nothing
+    assert spent.eps <= before.eps  # type: ignore[attr-defined]
+    with pytest.raises(CheckpointError, match="in memory"):
+        _make(kind, Ledger(ApproxDP(4, 0.02))).checkpoint(tmp_path / "mem.npz")
+    (tmp_path / "bad.npz").write_bytes((tmp_path / "new.npz").read_bytes()[:-40])
+    with pytest.raises(CheckpointError):
+        Policy.restore(tmp_path / "bad.npz", ledger=ledger)
