@@ -143,6 +143,10 @@ class _Encoder:
             return {"__generator__": type(bits).__name__, "state": bits.state, "seed": seed, "id": n}
         if isinstance(value, np.random.SeedSequence):
             return {"__seedseq__": _seed_json(value)}
+        return self.composite(value, where)
+
+    def composite(self, value: Any, where: str) -> Any:
+        """Containers, functions and our objects (:meth:`encode` did scalars, arrays and generators)."""
         if isinstance(value, (list, set, frozenset)) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
             tag = {list: "__list__", tuple: "__tuple__", set: "__set__", frozenset: "__frozenset__"}.get(type(value))
             if tag is None:

@@ -95,7 +95,7 @@ def test_a_clean_stop_restores_bit_identical_actions_and_grants_nothing_again(tm
         if private:
             assert reopened is not None and full_ledger is not None
             assert reopened.root.spent == full_ledger.root.spent  # nothing re-granted, nothing lost
-            assert [kind for _, kind, _ in reopened.service_rows] == ["stopped", "restored"]  # replayed from the journal
+            assert [kind for _, kind, _ in reopened.service_rows] == ["stopped", "restored"]  # replayed
             assert "stops and restores" in reopened.report() and '"service_rows"' in reopened.to_json()
             with pytest.raises(CheckpointError, match="already restored"):
                 Policy.restore(path, ledger=reopened)
