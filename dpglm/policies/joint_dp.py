@@ -81,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from accounting import Ledger
+from accounting import Account, Ledger
 from dpglm._validation import (
     check_dimension,
     check_generator,
@@ -178,17 +178,24 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
 
     name = "Private-GLM"
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """``horizon=None``: an anytime :class:`~dpglm.policies.anytime.DoublingEpochs` of this policy."""
+        horizon = args[2] if len(args) > 2 else kwargs.get("horizon", 0)
+        if horizon is None and cls is JointDPGLMBandit:
+            return _anytime(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         family: GLMFamily | str,
         d: int,
-        horizon: int,
+        horizon: int | None,
         S: float,
         epsilon: float | None = None,
         delta: float | None = None,
         rng: np.random.Generator | None = None,
         *,
-        ledger: Ledger | None = None,
+        ledger: Ledger | Account | None = None,
         preset: str = "tight",
         params: RarelySwitchingParameters | None = None,
         clip: float = 1.0,
@@ -205,6 +212,7 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         d, horizon, S = check_dimension(d), check_size("horizon", horizon), check_positive("S", S)
         self.invalid = check_invalid(invalid)
         self._skipping = False
+        self.ledger: Any  # a Ledger; an Account for an anytime epoch (dpglm.policies.anytime)
         self.ledger, self.epsilon, self.delta = joint_dp_ledger(ledger, epsilon, delta)
         family = get_family(family)
         rng = check_generator(rng)
@@ -266,7 +274,27 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
     def diagnostics(self) -> dict[str, Any]:
         """Criterion counts, refits made/refused, and the ledger's total (ε, δ) (``guarantee_epsilon``/``_delta``)."""
         out = super().diagnostics()
-        guarantee = self.ledger.guarantee()
+        guarantee = self.ledger.guarantee() if isinstance(self.ledger, Ledger) else self.ledger.converted()
+        assert guarantee is not None
         out["guarantee_epsilon"] = float(guarantee.eps)
         out["guarantee_delta"] = float(getattr(guarantee, "delta", 0.0))
         return out
+
+
+def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, epsilon: float | None = None,
+             delta: float | None = None, rng: np.random.Generator | None = None, *, ledger: Ledger | None = None,
+             first_horizon: int = 1000, **kwargs: Any) -> Any:
+    """``JointDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`)."""
+    from dpglm.policies.anytime import DoublingEpochs
+
+    chosen, _, _ = joint_dp_ledger(ledger, epsilon, delta)
+    if not isinstance(chosen, Ledger):
+        raise TypeError("ledger must be an accounting.Ledger for horizon=None")
+    rng = check_generator(rng)
+    fam = get_family(family)
+
+    def build(epoch_horizon: int, account: Account, epoch_rng: np.random.Generator) -> JointDPGLMBandit:
+        return JointDPGLMBandit(fam, d, epoch_horizon, S, rng=epoch_rng, ledger=account, **kwargs)
+
+    return DoublingEpochs(build, check_dimension(d), ledger=chosen, first_horizon=first_horizon, rng=rng,
+                          reward_bound=fam.reward_bound, name="Private-GLM (anytime)")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from accounting import ZCDP, ApproxDP, Ledger
+from accounting import ZCDP, Account, ApproxDP, Ledger
 from accounting.costs import as_fraction
 from accounting.validation import check_memory
 from dpglm._validation import check_int, check_positive, check_probability, check_real
@@ -120,7 +120,8 @@ class JointDPPlan:
     tight: TightPlan | None = None
 
 
-def joint_dp_ledger(ledger: Ledger | None, epsilon: float | None, delta: float | None) -> tuple[Ledger, float, float]:
+def joint_dp_ledger(ledger: Ledger | Account | None, epsilon: float | None, delta: float | None,
+                    ) -> tuple[Ledger | Account, float, float]:
     """The ledger to charge and the (ε, δ) the policy may spend: ``ledger``'s remaining budget, or a new one.
 
     Raises
@@ -138,7 +139,7 @@ def joint_dp_ledger(ledger: Ledger | None, epsilon: float | None, delta: float |
         return Ledger(ApproxDP(as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta"))), epsilon, delta
     if epsilon is not None or delta is not None:
         raise ValueError("give either a ledger or (epsilon, delta), not both")
-    if not isinstance(ledger, Ledger):
+    if not isinstance(ledger, (Ledger, Account)):  # an Account: an anytime epoch's share (dpglm.policies.anytime)
         raise TypeError(f"ledger must be an accounting.Ledger, got {type(ledger).__name__}")
     if ledger.relation != "replace_one":
         raise ValueError(f"ledger must state replace_one privacy (the trees' sensitivities), got {ledger.relation!r}")
@@ -185,7 +186,7 @@ def check_joint_dp_arguments(problem: JointDPProblem, refits: RefitOptions, para
                         optimizer_backend=backend)
 
 
-def plan_joint_dp(problem: JointDPProblem, ledger: Ledger, rng: np.random.Generator, *, preset: str,
+def plan_joint_dp(problem: JointDPProblem, ledger: Ledger | Account, rng: np.random.Generator, *, preset: str,
                   params: RarelySwitchingParameters | None = None, refits: RefitOptions | None = None,
                   tree_share: float | None = None, o_share: float | None = None,
                   noise_term: float | None = None) -> JointDPPlan:
@@ -250,7 +251,7 @@ def _tight_constants(problem: JointDPProblem, mu_sq_pool: float, params: RarelyS
     return params, exploration, noise_v, noise_h
 
 
-def _plan_tight(problem: JointDPProblem, ledger: Ledger, rng: np.random.Generator,
+def _plan_tight(problem: JointDPProblem, ledger: Ledger | Account, rng: np.random.Generator,
                 params: RarelySwitchingParameters | None, refits: RefitOptions, shares: dict[str, float],
                 noise_term: float | None) -> JointDPPlan:
     """``preset="tight"``: every Gaussian release on one pool (:mod:`dpglm.policies.tight_plan`)."""
@@ -344,7 +345,7 @@ def _paper_trees(problem: JointDPProblem, accounts: dict[str, Any], tree_rng: np
     return params, exploration, v_tree, h_tree, sens_h
 
 
-def _plan_paper(problem: JointDPProblem, ledger: Ledger, rng: np.random.Generator, preset: str,
+def _plan_paper(problem: JointDPProblem, ledger: Ledger | Account, rng: np.random.Generator, preset: str,
                 params: RarelySwitchingParameters | None, refits: RefitOptions) -> JointDPPlan:
     """A paper preset: the ledger in thirds (module docstring), constants of :func:`joint_dp_parameters`."""
     family, d, horizon = problem.family, problem.d, problem.horizon
