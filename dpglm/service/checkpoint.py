@@ -16,6 +16,9 @@ restore the same checkpoint cannot both succeed):
   row naming the checkpoint to the journal, and only then stops the policy: its
   ``choose``/``observe`` refuse from then on, so nothing is released after the
   checkpoint.
+- Checkpoints of one policy and of its restored continuations share a *lineage* id
+  (made at its first checkpoint, saved in its state); the rules below compare rows of
+  the same lineage only, so several policies may share one journal.
 - ``restore`` refuses a checkpoint bound to another journal id; one with no
   ``"stopped"`` row (a crash between the file and the row, or a file from an older
   release); one already restored; and one older than a checkpoint that was stopped or
@@ -67,9 +70,12 @@ def _digest(document: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
 
 
 def _ledger_of(policy: Any) -> Any:
-    from accounting import Ledger
+    """The Ledger the policy charges (that of its Account if it was given one), or None."""
+    from accounting import Account, Ledger
 
     ledger = getattr(policy, "ledger", None)
+    if isinstance(ledger, Account):
+        ledger = ledger._ledger
     return ledger if isinstance(ledger, Ledger) else None
 
 
@@ -87,12 +93,14 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
     if ledger is not None and ledger.journal_id is None:
         raise CheckpointError(f"checkpoint {path}: the policy's ledger is in memory; a restored policy would be "
                               "granted its budget again. Give the policy a Ledger(budget, journal=PATH)")
+    lineage = getattr(policy, "_checkpoint_lineage", None) or uuid.uuid4().hex  # one per policy, kept by restores
+    policy._checkpoint_lineage = lineage
     try:
         tree, arrays = encode(policy)
     except StateError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     document: dict[str, Any] = {
-        "format": FORMAT, "checkpoint": uuid.uuid4().hex,
+        "format": FORMAT, "checkpoint": uuid.uuid4().hex, "lineage": lineage,
         "class": f"{type(policy).__module__}:{type(policy).__qualname__}",
         "journal_id": None if ledger is None else ledger.journal_id,
         "at_seq": None if ledger is None else ledger.seq, "state": tree,
@@ -100,7 +108,7 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
     document["sha256"] = _digest(document, arrays)
     _write(path, document, arrays)
     if ledger is not None:
-        ledger.record_service_row("stopped", lambda rows: {"checkpoint": document["checkpoint"],
+        ledger.record_service_row("stopped", lambda rows: {"checkpoint": document["checkpoint"], "lineage": lineage,
                                                            "at_seq": document["at_seq"],
                                                            "sha256": document["sha256"]})
     policy.choose = policy.observe = _refuse_stopped  # nothing is released after a clean stop
@@ -146,10 +154,12 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def _restore_row(path: str, document: dict[str, Any]) -> Any:
     """The check-and-row of a restore, run inside the journal transaction with every service row so far."""
-    ident, at_seq = document["checkpoint"], document["at_seq"]
+    ident, at_seq, lineage = document["checkpoint"], document["at_seq"], document["lineage"]
 
     def row(rows: list[tuple[int, str, dict[str, Any]]]) -> dict[str, Any]:
         for _, kind, payload in rows:
+            if payload.get("lineage") != lineage:
+                continue  # another policy sharing this journal
             if kind == "restored" and payload.get("checkpoint") == ident:
                 raise CheckpointError(f"checkpoint {path}: already restored once; restoring it again would repeat "
                                       "its noise on new data")
@@ -161,7 +171,7 @@ def _restore_row(path: str, document: dict[str, Any]) -> Any:
         if not stopped:
             raise CheckpointError(f"checkpoint {path}: no clean stop in the journal (a crash after it was written); "
                                   "refused: start a new policy on what the ledger has left (docs/service.md)")
-        return {"checkpoint": ident, "at_seq": at_seq, "stopped_seq": stopped[0]}
+        return {"checkpoint": ident, "lineage": lineage, "at_seq": at_seq, "stopped_seq": stopped[0]}
 
     return row
 

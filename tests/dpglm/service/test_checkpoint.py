@@ -137,3 +137,25 @@ def test_old_crashed_and_foreign_checkpoints_are_refused(tmp_path, kind, monkeyp
     (tmp_path / "bad.npz").write_bytes((tmp_path / "new.npz").read_bytes()[:-40])
     with pytest.raises(CheckpointError):
         Policy.restore(tmp_path / "bad.npz", ledger=ledger)
+
+
+def test_two_policies_on_one_journal_restore_independently(tmp_path):
+    ledger = Ledger(ApproxDP(8, 0.04), journal=tmp_path / "shared.db")
+    shares = ledger.split({"a": 1, "b": 1})  # each policy plans with its account's budget
+
+    def make(name: str, seed: int) -> JointDPGLMBandit:
+        return JointDPGLMBandit("logistic", D, T, S, rng=np.random.default_rng(seed), ledger=shares[name])
+
+    a, env_a = make("a", 1), _env()
+    _play(a, env_a, 0, 30)
+    a.checkpoint(tmp_path / "a.npz")
+    b = make("b", 2)
+    _play(b, _env(), 0, 30)
+    b.checkpoint(tmp_path / "b.npz")  # a later checkpoint, of another policy: a's stays restorable
+    with pytest.raises(CheckpointError, match="journal"):
+        Policy.restore(tmp_path / "a.npz")  # bound to the journal through its account
+    a2 = Policy.restore(tmp_path / "a.npz", ledger=ledger)
+    _play(a2, env_a, 30, 40)
+    assert isinstance(Policy.restore(tmp_path / "b.npz", ledger=ledger), JointDPGLMBandit)
+    with pytest.raises(CheckpointError, match="already restored"):
+        Policy.restore(tmp_path / "a.npz", ledger=ledger)
