@@ -281,9 +281,9 @@ def _mechanisms() -> list[Target]:
 def _policies() -> list[Target]:
     from dpglm.policies import GLMUCB, GLOC, BGLinCB, ECOLog, JointDPGLMBandit, RSGLinUCB, ShuffleDPGLMBandit
 
-    def joint(kw: dict[str, Any]) -> Any:
+    def joint(kw: dict[str, Any], invalid: str = "clip") -> Any:
         return JointDPGLMBandit(kw["family"], kw["d"], kw["horizon"], kw["S"], kw["epsilon"], kw["delta"], _rng(),
-                                clip=kw["clip"])
+                                clip=kw["clip"], invalid=invalid)
 
     joint_base = {"family": "logistic", "d": 3, "horizon": 30, "S": 1.0, "epsilon": 1.0, "delta": 1e-5, "clip": 1.0}
 
@@ -294,9 +294,11 @@ def _policies() -> list[Target]:
 
     return [
         Target("JointDPGLMBandit", joint, joint_base,
-               {"family": "never", "d": "int", "horizon": "int", "S": "positive", "epsilon": "positive",
-                "delta": "probability", "clip": "positive"}),
-        Target("JointDPGLMBandit.choose", lambda kw: joint(joint_base).choose(kw["arms"]), {"arms": ARMS},
+               {"family": "never", "d": "int", "horizon": "int|None", "S": "positive", "epsilon": "positive",
+                "delta": "probability", "clip": "positive"}),  # horizon=None: anytime (docs/service.md)
+        # invalid="raise": out-of-ball and NaN arms are errors; under the default "clip" they are a
+        # user's data and are clipped (tests/dpglm/policies/test_invalid_users.py)
+        Target("JointDPGLMBandit.choose", lambda kw: joint(joint_base, "raise").choose(kw["arms"]), {"arms": ARMS},
                {"arms": "never"}),
         Target("ShuffleDPGLMBandit",
                lambda kw: ShuffleDPGLMBandit("logistic", kw["d"], kw["horizon"], kw["S"], _rng(), epsilon=kw["epsilon"],

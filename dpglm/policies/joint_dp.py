@@ -292,6 +292,10 @@ def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, epsilon: 
         raise TypeError("ledger must be an accounting.Ledger for horizon=None")
     rng = check_generator(rng)
     fam = get_family(family)
+    # Every public argument checked now, before any epoch's split: a throwaway plan on an in-memory copy
+    # of the budget (the first epoch would otherwise allocate its share and then refuse).
+    JointDPGLMBandit(fam, d, check_size("first_horizon", first_horizon), S, rng=np.random.default_rng(0),
+                     ledger=Ledger(chosen.remaining), **kwargs)
 
     def build(epoch_horizon: int, account: Account, epoch_rng: np.random.Generator) -> JointDPGLMBandit:
         return JointDPGLMBandit(fam, d, epoch_horizon, S, rng=epoch_rng, ledger=account, **kwargs)
