@@ -29,9 +29,25 @@ from numpy.typing import ArrayLike
 from accounting.validation import check_int, check_positive, check_probability
 from mechanisms.geometric import refresh_points
 
-__all__ = ["MixtureThreshold", "discrete_laplace_log_mgf", "laplace_log_mgf"]
+__all__ = ["ESTIMATORS", "MixtureThreshold", "batch_weights", "discrete_laplace_log_mgf", "laplace_log_mgf"]
 
 _W0 = 0.1  # prior atom at λ = 0: Φ ≥ w₀ whatever the data, so one arm's luck cannot hide the other's
+#: "cumulative": every batch weighs 1 (the paper's estimator); "weighted": batch j weighs batch_weights(m_j, ε)
+ESTIMATORS = ("cumulative", "weighted")
+_U_TOP_INF = 64.0  # ε = ∞: the λ* range covered by cells (beyond it only the atom w₀ is counted)
+
+
+def batch_weights(sizes: ArrayLike, epsilon: float) -> np.ndarray:
+    """Weight of a batch of ``sizes`` rewards: w = m/(m + 8/ε²) ∈ (0, 1] (docs/bai-threshold.md, "Weighted").
+
+    The inverse variance of the batch's noisy mean (B_j/m_j), m_j²/(m_jσ² + 2/ε²), taken per
+    unit of B_j and scaled by σ² = 1/4 (the largest Bernoulli variance, never the unknown
+    one): it is a function of public quantities only (the batch size and ε). ε = ∞: 1.
+    """
+    m = np.asarray(sizes, dtype=float)
+    if not np.isfinite(epsilon):
+        return np.ones_like(m)
+    return m / (m + 8.0 / float(epsilon) ** 2)
 
 
 def laplace_log_mgf(kappa: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
@@ -90,6 +106,16 @@ class MixtureThreshold:
         :func:`laplace_log_mgf` (κ = 1). It must be the noise actually drawn.
     f_max, f_step : float
         Grid of statistic values F on which Ĝ is tabulated.
+    estimator : {"cumulative", "weighted"}
+        The estimator whose deviations are bounded: every batch sum with weight 1
+        (the paper's), or batch j with the public weight :func:`batch_weights` (the
+        phase count is then the effective count W_k; docs/bai-threshold.md, "Weighted").
+    schedule : {"refresh", "every-count"}
+        Phase k ends at the k-th refresh point, or (``"every-count"``, an estimator
+        refreshed at every pull, ε = ∞ only: EB-TCI with this threshold) at count k.
+
+    ε = ∞ (no noise): λ is unbounded, the prior is two-sided on λ itself, and the
+    threshold exists only in its data-dependent form (:meth:`pair_data`).
     """
 
     provable = True
@@ -98,12 +124,24 @@ class MixtureThreshold:
 
     def __init__(self, n_arms: int, delta: float, epsilon: float, eta: float = 1.0, *,
                  noise_log_mgf: Callable[[np.ndarray], np.ndarray] | None = None,
-                 f_max: float = 400.0, f_step: float = 0.25) -> None:
+                 f_max: float = 400.0, f_step: float = 0.25, estimator: str = "cumulative",
+                 schedule: str = "refresh") -> None:
         self.n_arms, self.delta = check_int("n_arms", n_arms, 2), check_probability("delta", delta)
-        self.epsilon, self.eta = check_positive("epsilon", epsilon), float(eta)
+        self.finite = not (isinstance(epsilon, (float, np.floating)) and epsilon == np.inf)
+        self.epsilon = check_positive("epsilon", epsilon) if self.finite else np.inf
+        self.eta = float(eta)
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        if schedule not in ("refresh", "every-count") or (schedule == "every-count" and self.finite):
+            raise ValueError(f"schedule must be 'refresh', or 'every-count' with epsilon = inf, got {schedule!r}")
+        self.estimator, self.schedule = estimator, schedule
+        self.two_sided = estimator == "weighted" or not self.finite  # prior on θ ∈ (0, ∞) (docs: "Weighted")
+        # the two-sided prior's centre log θ₀ (public: ε only): where log(1/max w) sits once batches
+        # hold m ≈ 20/(0.1ε) rewards (c ≈ 20 nats, a gap of 0.1), i.e. log(1 + 1/(25ε))
+        self.centre = float(np.log1p(1.0 / (25.0 * self.epsilon))) if estimator == "weighted" and self.finite else 0.0
         self.phi = noise_log_mgf if noise_log_mgf is not None else laplace_log_mgf()
         self.level = np.log((self.n_arms - 1) / self.delta)
-        self.points = refresh_points(self.eta)
+        self.points = refresh_points(self.eta) if schedule == "refresh" else None  # every-count: n_k = k
         self.f = np.arange(0.0, f_max + f_step / 2, f_step)
         # v grid (s = e^{−v} = λ/λ*): cells growing by 1% from 1e-4 up to v = 45
         widths = 1e-4 * 1.01 ** np.arange(1200)
@@ -115,35 +153,91 @@ class MixtureThreshold:
             self._e = np.exp(self.f[:, None] * (np.exp(-self._v[1:])[None, :] - 1.0)) * dv[None, :]
         self._g: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self._pair: dict[tuple[int, int], float] = {}
+        self._j_inf: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def phase(self, k: int) -> tuple[float, np.ndarray, float]:
+        """Phase k's effective count n_k, the batch weights v_j = w_j/max_{i≤k} w_i (j ≤ k) and log(1/max w).
+
+        Cumulative: n_k is the k-th refresh point and every v_j = 1 (shift 0). Weighted:
+        n_k = W_k = Σ_j v_j m_j with m_j the batch sizes (docs/bai-threshold.md, "Weighted").
+        """
+        if self.points is None:  # every count is a phase (ε = ∞): no noise, so the weights do not matter
+            return float(check_int("phase", k, 1)), np.ones(1), 0.0
+        if k < 1 or k > len(self.points):
+            raise ValueError(f"phase must be in [1, {len(self.points)}], got {k}")
+        if self.estimator == "cumulative" or not self.finite:
+            return float(self.points[k - 1]), np.ones(k), 0.0
+        sizes = np.diff(np.concatenate([[0], self.points[:k]])).astype(float)
+        w = batch_weights(sizes, self.epsilon)
+        top = float(w.max())
+        v = w / top
+        return float(np.sum(v * sizes)), v, float(np.log(1.0 / top))
+
+    def _prior(self, u_left: np.ndarray, u_right: np.ndarray, shift: float) -> np.ndarray:
+        """The prior factor of each (v, u) cell at its smallest value (docs/bai-threshold.md, Lemma 4).
+
+        One-sided (cumulative, finite ε): ρ(θ) = 1/(θ(1 + log(1/θ))²) on (0, 1), factor
+        1/(1 + log(1/u) + v)². Two-sided: ρ(θ) = 1/(2θ(1 + |log θ|)²) on (0, ∞) with
+        log θ = shift + log u − v, factor 1/(2(1 + |log θ|)²) at the cell's largest |log θ|.
+        """
+        v_lo, v_hi = self._v[:-1, None], self._v[1:, None]
+        if not self.two_sided:
+            return 1.0 / (1.0 + np.log(1.0 / u_left)[None, :] + v_hi) ** 2
+        lo = shift + np.log(u_left)[None, :] - v_hi
+        hi = shift + np.log(u_right)[None, :] - v_lo
+        return 0.5 / (1.0 + np.maximum(np.abs(lo), np.abs(hi))) ** 2
 
     def _table(self, k: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Per phase k: prefix minima PM[m, i] = min_{i_lo(m) ≤ i' ≤ i} J(cell i', f_m) (no e^F), and u-cell left ends.
 
-        J(u, F) = ∫_0^∞ exp(F e^{−v} − kφ(u e^{−v})) / (1 + log(1/u) + v)² dv, a lower
-        Riemann sum on cells (every factor at its worst end); cell i counts for the
-        F-cell [f_m, f_{m+1}] if it meets [u_min(f_m), u_max], u_min(F) = min(1, √(8F/n_k)/ε)
-        (docs/bai-threshold.md, Lemma 2).
+        J(u, F) = ∫_0^∞ exp(F e^{−v} − Σ_j φ(u e^{−v} v_j)) ρ-factor dv (k noise terms
+        φ(θ) for the cumulative estimator), a lower Riemann sum on cells (every factor at
+        its worst end); cell i counts for the F-cell [f_m, f_{m+1}] if it meets
+        [u_min(f_m), u_max], u_min(F) = min(1, √(8F/n_k)/ε) (docs/bai-threshold.md, Lemma 2).
         """
+        n, v, shift = self.phase(k)
+        shift -= self.centre
+        if self.points is None:  # every count a phase: one table per count bucket (below)
+            k = int(np.ceil(np.log(n) / np.log(1.25) - 1e-9))
         if k in self._g:
             return self._g[k]
-        if k < 1 or k > len(self.points):
-            raise ValueError(f"phase must be in [1, {len(self.points)}], got {k}")
-        n = float(self.points[k - 1])
+        if not self.finite:
+            # every-count: the table for the bucket's largest count 1.25^k ≥ n. A larger n only lowers
+            # u_min (more u-cells, a smaller infimum), so the table stays a lower bound.
+            self._g[k] = self._table_inf(1.25**k if self.points is None else n)
+            return self._g[k]
         eps = self.epsilon
         u_lo = max(1e-300, min(1.0, np.sqrt(8 * 1e-3 / n) / eps))
         u = np.unique(np.concatenate([np.geomspace(u_lo, 1.0, 120), [1.0]]))
         u_left, u_right = (u[:-1], u[1:]) if u.size > 1 else (u, u)  # u_min = 1 for every F: only u = 1
         theta = u_right[None, :] * np.exp(-self._v[:-1])[:, None]  # worst (largest) θ of each cell
         with np.errstate(over="ignore", invalid="ignore"):
-            pen = np.exp(-k * self.phi(theta))
-        prior = 1.0 / (1.0 + np.log(1.0 / u_left)[None, :] + self._v[1:, None]) ** 2  # worst: smallest u
-        h = np.nan_to_num(pen, nan=0.0) * prior  # (nv, nu)
+            if self.estimator == "cumulative":
+                pen = np.exp(-k * self.phi(theta))
+            else:
+                pen = np.exp(-sum(self.phi(theta * vj) for vj in v))
+        h = np.nan_to_num(pen, nan=0.0) * self._prior(u_left, u_right, shift)  # (nv, nu)
         j = self._e @ h  # (nF, nu)
         u_min = np.minimum(1.0, np.sqrt(8 * self.f / n) / eps)
         j = np.where(u_right[None, :] >= u_min[:, None], j, np.inf)
         pm = np.minimum.accumulate(j, axis=1)
         self._g[k] = (pm, u_left, n)
         return self._g[k]
+
+    def _table_inf(self, n: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """ε = ∞: λ* = u ∈ [√(8F/n), Λ(F, m)] on one fixed u grid [1e-6, 64]; no noise, so J is computed once.
+
+        A u below the grid is not covered: its F-cells get J = 0 (only the atom counts).
+        """
+        if self._j_inf is None:
+            u = np.geomspace(1e-6, _U_TOP_INF, 240)
+            u_left, u_right = u[:-1], u[1:]
+            self._j_inf = (self._e @ self._prior(u_left, u_right, 0.0), u_left, u_right)
+        j, u_left, u_right = self._j_inf
+        u_min = np.sqrt(8 * self.f / n)
+        j = np.where(u_right[None, :] >= u_min[:, None], j, np.inf)
+        j = np.where((u_min < u_left[0])[:, None], 0.0, j)
+        return np.minimum.accumulate(j, axis=1), u_left, n
 
     def _cell_lower(self, k: int, side_mean: np.ndarray | None = None) -> np.ndarray:
         """Lower bounds of log Φ over each F-cell [f_m, f_{m+1}] (m = 0..len(f) − 2), for an arm at phase k.
@@ -154,18 +248,22 @@ class MixtureThreshold:
         the noise penalty of large u when ε is large; without it, u_max = 1.
         Returns shape side_mean.shape + (len(f) − 1,).
         """
-        pm, u_left, n = self._table(k)
+        pm, u_left, _ = self._table(k)
+        n = self.phase(k)[0]  # the exact count for u_max (it grows as n shrinks)
         f_lo, f_hi = self.f[:-1], self.f[1:]
+        scale, top = (self.epsilon, 1.0) if self.finite else (1.0, _U_TOP_INF)
         if side_mean is None:
-            lb = pm[:-1, -1]
+            lb = pm[:-1, -1] if self.finite else np.zeros(len(f_lo))  # ε = ∞: λ* unbounded without the mean
         else:
             m = np.asarray(side_mean, dtype=float)[..., None]
             with np.errstate(divide="ignore", invalid="ignore"):
-                u_max = np.where((m > 0) & (m < 1), (f_hi / n - np.log1p(-m)) / (m * self.epsilon), 1.0)
-            u_max = np.minimum(1.0, u_max * (1 + 1e-9))
-            i_hi = np.searchsorted(u_left, u_max, side="right") - 1
+                u_max = np.where((m > 0) & (m < 1), (f_hi / n - np.log1p(-m)) / (m * scale), np.inf)
+            u_max = u_max * (1 + 1e-9)
+            i_hi = np.searchsorted(u_left, np.minimum(top, u_max), side="right") - 1
             rows = np.broadcast_to(np.arange(len(f_lo)), i_hi.shape)
             lb = np.where(i_hi >= 0, pm[rows, np.maximum(i_hi, 0)], np.inf)  # inf: no consistent F in the cell
+            if not self.finite:  # λ* may lie beyond the grid: count the atom only
+                lb = np.where(u_max > top, 0.0, lb)
         with np.errstate(divide="ignore", over="ignore"):
             g = np.logaddexp(np.log(_W0), np.log1p(-_W0) + f_lo + np.log(lb))
         return np.where(f_lo < 1e-3, np.log(_W0), g)  # below the u grid only the atom is counted
@@ -187,11 +285,13 @@ class MixtureThreshold:
         idx = np.searchsorted((rb + off).ravel(), (y + off).ravel(), side="right").reshape(p, nf)
         idx -= (np.arange(p) * nf)[:, None] + 1  # last feasible cell of b, per row (−1: none)
         ok = idx >= 0
-        if np.any(ok & (idx >= nf - 1)) or np.any(ga[:, -1] + rb[:, 0] <= self.level):
+        unbounded = ok & (idx >= nf - 1) | (ga[:, -1] + rb[:, 0] <= self.level)[:, None]
+        if self.finite and np.any(unbounded):
             raise RuntimeError("MixtureThreshold grid too short; raise f_max")
         f_hi = self.f[1:]
         val = np.where(ok, f_hi[None, :] + f_hi[np.maximum(idx, 0)], -np.inf)
-        return val.max(axis=1).reshape(shape[:-1])
+        val = np.where(unbounded.any(axis=1), np.inf, val.max(axis=1))  # ε = ∞: only the atom bounds it
+        return val.reshape(shape[:-1])
 
     def log_phi_lower(self, k: int) -> np.ndarray:
         """Data-free lower bounds of log Φ per F-cell for an arm at phase k (u_max = 1)."""

@@ -53,8 +53,14 @@ from accounting.validation import check_generator, check_positive, check_probabi
 from dpglm._validation import check_max_steps, check_n_runs, real_array
 from dpglm.bai.block_engine import Block, exact_block, force_exploration, merged_ranks, private_block, tracking_pulls
 from dpglm.bai.divergences import _d_plus, _transport_cost
-from dpglm.bai.estimators import ExactEstimator, MeanEstimator, PrivateEstimator
-from dpglm.bai.mixture_threshold import MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
+from dpglm.bai.estimators import (
+    ExactEstimator,
+    MeanEstimator,
+    NoiselessBatchEstimator,
+    PrivateEstimator,
+    WeightedEstimator,
+)
+from dpglm.bai.mixture_threshold import ESTIMATORS, MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.noise import laplace_scale_for
 
@@ -90,8 +96,13 @@ class BAIResult:
         return int(np.sum(self.stopped & (self.recommendations != self.best_arm)))
 
 
-def eta_for_epsilon(epsilon: float) -> float:
-    """DP-TT's default batch growth η(ε) = min(1, max(1/4, 2/ε)): public, a function of ε only.
+def eta_for_epsilon(epsilon: float, estimator: str = "cumulative") -> float:
+    """DP-TT's default batch growth η(ε) = min(η₀, max(1/4, 2/ε)): public, a function of ε only.
+
+    η₀ = 1 for the cumulative estimator, 3/4 for the weighted one, whose extra batches
+    cost almost nothing at small ε (old batches weigh little): 8 runs at ε = 1e-3, medians,
+    η = 0.75 / 1: μ1 4.15e6 / 4.29e6, μ2 9.6e5 / 1.09e6, (0.75, 0.7, …) 5.2e6 / 6.7e6,
+    (0.75, 0.71875, …) 3.2e6 / 3.0e6 (docs/bai-threshold.md, "Weighted").
 
     With the data-dependent threshold (docs/bai-threshold.md) the noise costs almost
     nothing at large ε for means inside (0, 1), so finer batches win there: they
@@ -100,7 +111,7 @@ def eta_for_epsilon(epsilon: float) -> float:
     (30 runs, medians): ε = 46, η = 1 → 1.28e4 / 4.1e3, η = 1/4 → 9.1e3 / 2.2e3.
     The asymptotic bound of DP-TT, 2(1 + η)T*_{ε,β}, improves from 4 T* to 2.5 T* as well.
     """
-    return float(min(1.0, max(0.25, 2.0 / float(epsilon))))
+    return float(min(0.75 if estimator == "weighted" else 1.0, max(0.25, 2.0 / float(epsilon))))
 
 
 def check_mu(mu: ArrayLike) -> np.ndarray:
@@ -132,9 +143,9 @@ def _check_forced_exploration(value: object) -> str | None:
     return None if rule is None else str(rule)
 
 
-def _check_eta(eta: object, epsilon: float) -> float:
+def _check_eta(eta: object, epsilon: float, estimator: str = "cumulative") -> float:
     if eta == "auto":
-        return eta_for_epsilon(epsilon)
+        return eta_for_epsilon(epsilon, estimator)
     if not (isinstance(eta, (int, float, np.floating)) and 0 < eta < np.inf):
         raise ValueError(f"eta must be a positive float or 'auto', got {eta!r}")
     return float(eta)
@@ -187,8 +198,12 @@ class TopTwoEngine:
         block_fraction: float = 1 / 32,
         forced_exploration: bool | str = False,
         challenger_counts: str = "true",
+        estimator: str = "cumulative",
     ) -> None:
         self.mu = check_mu(mu)
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        self.estimator = estimator
         self.forced_exploration = _check_forced_exploration(forced_exploration)
         if challenger_counts not in ("true", "phase"):
             raise ValueError(f"challenger_counts must be 'true' or 'phase', got {challenger_counts!r}")
@@ -199,17 +214,20 @@ class TopTwoEngine:
         self.block_fraction = check_real("block_fraction", block_fraction, 0.0, 1.0, low_open=True)
         if threshold not in self.THRESHOLDS:
             raise ValueError(f"threshold must be one of {self.THRESHOLDS}, got {threshold!r}")
-        self.eta = _check_eta(eta, self.epsilon)
+        self.eta = _check_eta(eta, self.epsilon, self.estimator)
         self.threshold: Any = self._build_threshold(threshold)
 
     def _build_threshold(self, name: str) -> Any:
         """The stopping threshold named ``name`` (docs/bai-threshold.md); overridden by AdaP-TT."""
         k = self.mu.size
-        if name in ("provable", "mixture") and self.private and np.isfinite(self.epsilon) and not self.forget:
+        if name in ("provable", "mixture") and self.private and not self.forget:
+            if not np.isfinite(self.epsilon):  # no noise: the same mixture, λ unbounded (docs: "ε = ∞")
+                return MixtureThreshold(k, self.delta, math.inf, self.eta, estimator=self.estimator)
             # the noise actually drawn: GeometricBatchMean's Laplace scale b ≥ 1/ε (κ = εb);
             # replaced at run() by the lattice's discrete Laplace (_match_threshold_to_noise)
             kappa = self.epsilon * laplace_scale_for(Fraction(repr(self.epsilon)), 1.0)
-            return MixtureThreshold(k, self.delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa))
+            return MixtureThreshold(k, self.delta, self.epsilon, self.eta, noise_log_mgf=laplace_log_mgf(kappa),
+                                    estimator=self.estimator)
         return {"provable": LaplaceTailThreshold, "mixture": LaplaceTailThreshold,
                 "phase-union": LaplaceTailThreshold, "gamma": GammaThreshold,
                 "heuristic": HeuristicThreshold}[name](k, self.delta)
@@ -258,9 +276,7 @@ class TopTwoEngine:
         env_rng, noise_rng, tie_rng = rng.spawn(3)
         n_arms = self.mu.size
         max_steps = check_max_steps(max_steps, n_arms)
-        est: MeanEstimator = (PrivateEstimator(n_runs, n_arms, self.epsilon, noise_rng, eta=self.eta,
-                                               forget=self.forget)
-                              if self.private else ExactEstimator(n_runs, n_arms))
+        est = self._estimator(n_runs, n_arms, noise_rng)
         self._match_threshold_to_noise(est)
         runs = _Runs.start(n_runs, n_arms, max_steps)
         est.observe(runs.pulls.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (n_runs, n_arms))).astype(float))
@@ -281,6 +297,15 @@ class TopTwoEngine:
             active = np.setdiff1d(active, np.union1d(done, cut))
         return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.mu)), est.ledgers,
                          runs.completed)
+
+    def _estimator(self, n_runs: int, n_arms: int, noise_rng: np.random.Generator) -> MeanEstimator:
+        """Geometric batches with Laplace noise (ε = ∞: without), optionally re-weighted; or exact means."""
+        if not self.private:
+            return ExactEstimator(n_runs, n_arms)
+        inner: MeanEstimator = (NoiselessBatchEstimator(n_runs, n_arms, eta=self.eta) if not np.isfinite(self.epsilon)
+                                else PrivateEstimator(n_runs, n_arms, self.epsilon, noise_rng, eta=self.eta,
+                                                      forget=self.forget))
+        return WeightedEstimator(inner, self.epsilon) if self.estimator == "weighted" else inner
 
     def _sampling_keys(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Challenger keys and their (strictly positive) slopes in N_a; the leader's key is +inf."""
@@ -342,16 +367,18 @@ class TopTwoEngine:
         lattice (grid g, scale t in grid units: κ = εgt, :func:`discrete_laplace_log_mgf`);
         else continuous Laplace with κ = ε·``scale``.
         """
-        if not isinstance(self.threshold, MixtureThreshold) or not isinstance(est, PrivateEstimator):
+        mech = getattr(est, "mech", None)
+        if not isinstance(self.threshold, MixtureThreshold) or mech is None:
             return
-        phi = getattr(est.mech, "noise_log_mgf", None)
-        lattice = getattr(est.mech, "_lattice", None)
+        phi = getattr(mech, "noise_log_mgf", None)
+        lattice = getattr(mech, "_lattice", None)
         if phi is None and lattice is not None and hasattr(lattice, "scale_units"):
             t = int(lattice.scale_units)
             phi = discrete_laplace_log_mgf(t, self.epsilon * float(lattice.grid) * t)
         elif phi is None:
-            phi = laplace_log_mgf(self.epsilon * float(est.mech.scale))
-        self.threshold = MixtureThreshold(self.mu.size, self.delta, self.epsilon, self.eta, noise_log_mgf=phi)
+            phi = laplace_log_mgf(self.epsilon * float(mech.scale))
+        self.threshold = MixtureThreshold(self.mu.size, self.delta, self.epsilon, self.eta, noise_log_mgf=phi,
+                                          estimator=self.estimator)
 
     def _new_leaders(self, est: MeanEstimator, rows: np.ndarray, runs: _Runs, tie_rng: np.random.Generator) -> None:
         """ã: empirical best of the clipped private means, ties broken uniformly (paper §5); then B."""
@@ -394,12 +421,18 @@ class DPTopTwo(TopTwoEngine):
     defaults to ``"log-linear"`` (module docstring), η to :func:`eta_for_epsilon` (``"auto"``),
     the challenger's counts to the phase counts Ñ (``challenger_counts="phase"``; the
     paper's true counts N: ``"true"``; ``docs/bai-threshold.md``, "Sampling rule").
+    ``estimator="weighted"`` (default) weighs batch j's released sum by the public
+    w_j = m_j/(m_j + 8/ε²) (:class:`~dpglm.bai.estimators.WeightedEstimator`, same releases,
+    same privacy, its own threshold: ``docs/bai-threshold.md``, "Weighted"); ``"cumulative"``
+    is the paper's estimator. ε = ∞ is allowed: the same batches without noise or ledger
+    (``docs/bai-threshold.md``, "ε = ∞"), not EB-TCI.
     """
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, forced_exploration: bool | str = "log-linear",
-                 eta: float | str = "auto", challenger_counts: str = "phase", **kwargs: Any) -> None:
+                 eta: float | str = "auto", challenger_counts: str = "phase", estimator: str = "weighted",
+                 **kwargs: Any) -> None:
         super().__init__(mu, epsilon, delta, forced_exploration=forced_exploration, eta=eta,
-                         challenger_counts=challenger_counts, **kwargs)
+                         challenger_counts=challenger_counts, estimator=estimator, **kwargs)
 
 
 class EBTopTwo(TopTwoEngine):
@@ -408,10 +441,14 @@ class EBTopTwo(TopTwoEngine):
     Means are exact empirical means updated every pull; costs use ε = ∞ (kl).
     The default threshold is the heuristic log((1 + log n)/δ) split over the two arms
     (Jourdan et al. 2022 experiments); ``threshold="provable"`` is
-    :class:`~dpglm.bai.thresholds.ChernoffThreshold`.
+    :class:`~dpglm.bai.thresholds.ChernoffThreshold`; ``threshold="dp-tt"`` is DP-TT's
+    pair mixture at ε = ∞ with every count a phase
+    (:class:`~dpglm.bai.mixture_threshold.MixtureThreshold`, ``schedule="every-count"``):
+    the same threshold family as provable DP-TT at ε = ∞, without its phase lag.
     """
 
     private = False
+    THRESHOLDS = (*TopTwoEngine.THRESHOLDS, "dp-tt")
 
     def __init__(self, mu: ArrayLike, delta: float, *, beta: float = 0.5, threshold: str = "heuristic") -> None:
         super().__init__(mu, np.inf, delta, beta=beta, threshold=threshold, block_fraction=1.0)
@@ -419,6 +456,8 @@ class EBTopTwo(TopTwoEngine):
     def _build_threshold(self, name: str) -> Any:
         if name == "provable":  # no Laplace noise; the estimate refreshes at every count
             return ChernoffThreshold(self.mu.size, self.delta)
+        if name == "dp-tt":
+            return MixtureThreshold(self.mu.size, self.delta, math.inf, schedule="every-count")
         return super()._build_threshold(name)
 
 

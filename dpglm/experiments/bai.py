@@ -32,12 +32,26 @@ from typing import Any
 INSTANCES = {
     "mu1": (0.95, 0.9, 0.9, 0.9, 0.5),
     "mu2": (0.75, 0.625, 0.5, 0.375, 0.25),
+    # Figure 2's μ3–μ6 are not printed in any text found here (the paper's appendix was not
+    # reachable); these are the other instances of the authors' experiment code
+    # (achraf-azize/DP-BAI, parallelized_experiment.py), in its order: an inference (README)
+    "mu3": (0.75, 0.7, 0.7, 0.7, 0.7),
+    "mu4": (0.75, 0.53125, 0.375, 0.28125, 0.25),
+    "mu5": (0.75, 0.71875, 0.625, 0.46875, 0.25),
+    "mu6": (1.0, 0.75, 0.5, 0.25, 0.0),  # linspace(0, 1, 5), best arm first
 }
+#: the paper's figures: which instances each shows
+FIGURES = {1: ("mu1", "mu2"), 2: ("mu3", "mu4", "mu5", "mu6")}
 ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
               "DP-SE (cumulative count)", "DP-TT (true-count challenger)",
-              "AdaP-TT (UCB-leader candidate)")  # seeds come from the names, not the order
+              "AdaP-TT (UCB-leader candidate)", "DP-TT (cumulative estimator)", "DP-TT (epsilon = inf)",
+              "EB-TCI (DP-TT threshold)")  # seeds come from the names, not the order
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
+#: non-private rows: simulated once at ε = ∞ and drawn flat over the grid
+FLAT = ("EB-TCI", "DP-TT (epsilon = inf)", "EB-TCI (DP-TT threshold)")
+#: rows of the provable family only (their rule is a provable one whatever the family)
+PROVABLE_ONLY = ("DP-TT (epsilon = inf)", "EB-TCI (DP-TT threshold)", "DP-TT (cumulative estimator)")
 STOPPING = ("provable", "heuristic")
 DELTA = 0.01
 #: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``docs/references.md``)
@@ -58,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=None,
                         help="cut a run after this many steps (default 1e8; 1e6 with --quick)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    parser.add_argument("--out", default="results/bai", help="output directory (default results/bai)")
+    parser.add_argument("--figure", type=int, choices=sorted(FIGURES), default=1,
+                        help="the paper's figure: 1 (mu1, mu2; default) or 2 (mu3-mu6)")
+    parser.add_argument("--algorithms", default=None,
+                        help="comma-separated subset of the algorithms (default: all)")
+    parser.add_argument("--out", default="results/bai",
+                        help="output directory (default results/bai); a rerun resumes the points it lacks")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     from dpglm.engine.engine import add_engine_arguments
 
@@ -76,6 +95,12 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         return DPTopTwo(mu, eps, DELTA, threshold=stopping)
     if name == "DP-TT (sqrt forced exploration)":  # Garivier & Kaufmann (2016) instead of the log-linear default
         return DPTopTwo(mu, eps, DELTA, threshold=stopping, forced_exploration="sqrt")
+    if name == "DP-TT (cumulative estimator)":  # the paper's estimator (DP-TT's default weighs its batches)
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, estimator="cumulative")
+    if name == "DP-TT (epsilon = inf)":  # no noise, still geometric batches: the ε → ∞ limit
+        return DPTopTwo(mu, math.inf, DELTA, threshold=stopping)
+    if name == "EB-TCI (DP-TT threshold)":
+        return EBTopTwo(mu, DELTA, threshold="dp-tt")
     if name == "DP-TT (true-count challenger)":  # the paper's TCI keys on N (DP-TT's default keys on Ñ)
         return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="true")
     if name == "AdaP-TT":
@@ -179,9 +204,10 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(STOPPING), len(INSTANCES), figsize=(6 * len(INSTANCES), 4.5 * len(STOPPING)),
+    instances = list(bounds)
+    fig, axes = plt.subplots(len(STOPPING), len(instances), figsize=(6 * len(instances), 4.5 * len(STOPPING)),
                              squeeze=False)
-    for (fam, inst), ax in zip([(f, i) for f in STOPPING for i in INSTANCES], axes.ravel(), strict=True):
+    for (fam, inst), ax in zip([(f, i) for f in STOPPING for i in instances], axes.ravel(), strict=True):
         for alg in ALGORITHMS:
             pts = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows
                          if r["instance"] == inst and r["algorithm"] == alg and r["stopping"] in (fam, "own"))
@@ -206,31 +232,70 @@ def _plot(rows: list[dict[str, Any]], bounds: dict[str, list[tuple[float, float]
     plt.close(fig)
 
 
-def _jobs(grid: list[float], runs: int, seed: int, max_steps: int) -> list[tuple[Any, tuple[Any, ...]]]:
+def _jobs(grid: list[float], runs: int, seed: int, max_steps: int, instances: tuple[str, ...] = FIGURES[1],
+          algorithms: tuple[str, ...] = ALGORITHMS) -> list[tuple[Any, tuple[Any, ...]]]:
     """Every point of the figure as an engine task, the slow small-ε points first (better load balance)."""
     tasks = []
     for fam in STOPPING:
-        for inst in INSTANCES:
-            for alg in ALGORITHMS:
-                if alg in OWN_RULE and fam != STOPPING[0]:
-                    continue  # its rule is its own: simulated once, drawn in both families
-                for eps in grid if alg != "EB-TCI" else [float("inf")]:
+        for inst in instances:
+            for alg in algorithms:
+                if (alg in OWN_RULE or alg in PROVABLE_ONLY) and fam != STOPPING[0]:
+                    continue  # its rule is its own (or provable): simulated once, in the first family
+                for eps in grid if alg not in FLAT else [float("inf")]:
                     tasks.append((inst, alg, eps, runs, seed, max_steps, fam))
     tasks.sort(key=lambda t: t[2])
-    budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
     jobs: list[tuple[Any, tuple[Any, ...]]] = [(run_point, t) for t in tasks]
-    jobs += [(paper_budget_point, (e, 10 * runs, seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
+    if "mu1" in instances and "DP-TT" in algorithms:
+        budget_eps = [e for e in PAPER_DPTT_MU1 if any(math.isclose(e, g) for g in grid)]
+        jobs += [(paper_budget_point, (e, 10 * runs, seed, bool(fe))) for e in budget_eps for fe in (0, 1)]
     return jobs
 
 
-def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import pandas as pd
+def _run_jobs(jobs: list[tuple[Any, tuple[Any, ...]]], engine: Any, manifest_path: Path,
+              progress: bool) -> list[dict[str, Any]]:
+    """Run the jobs the manifest lacks on ``engine``; every finished point is appended to the manifest at once."""
     from tqdm import tqdm
 
-    from dpglm.bai.characteristic_time import characteristic_time
-    from dpglm.engine.engine import Engine, engine_from_args
+    from dpglm.engine.engine import Engine, TaskFailures
+    from dpglm.engine.results import Manifest
 
+    keys = [repr((f.__name__, *a)) for f, a in jobs]
+    with Manifest(manifest_path) as manifest:
+        todo = [i for i, key in enumerate(keys) if key not in manifest.done]
+        if len(todo) < len(jobs):
+            print(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} points already in {manifest_path}")
+        with Engine(engine) as running:
+            it = running.imap(_call_point, [jobs[i] for i in todo])
+            for j, row in tqdm(it, total=len(todo), desc="bai points", disable=not progress):
+                manifest.add(keys[todo[j]], [row])
+            if running.failures:
+                raise TaskFailures("point(s)", [f"{jobs[todo[i]][1][:3]}: {m}" for i, m in running.failures])
+        return [manifest.done[key]["rows"][0] for key in keys]
+
+
+def _table_rows(results: list[dict[str, Any]], grid: list[float], instances: tuple[str, ...]) -> tuple[
+        list[dict[str, Any]], dict[str, list[tuple[float, float]]]]:
+    """The figure's rows (flat rows copied over the grid, lower bounds added) and the lower-bound curves."""
+    from dpglm.bai.characteristic_time import characteristic_time
+
+    rows = [dict(r) for r in results if "algorithm" in r]
+    for r in rows:
+        if r["algorithm"] in OWN_RULE:
+            r["stopping"] = "own"
+    for r in [r for r in rows if r["algorithm"] in FLAT]:  # non-private: one row per ε
+        rows.remove(r)
+        rows += [{**r, "epsilon": eps} for eps in grid]
+    bounds: dict[str, list[tuple[float, float]]] = {inst: [] for inst in instances}
+    for inst in instances:
+        for eps in grid:
+            ts = characteristic_time(INSTANCES[inst], eps)
+            bounds[inst].append((eps, ts.lower_bound(DELTA)))
+            rows.append({"instance": inst, "algorithm": "lower bound", "epsilon": eps, "mean": ts.lower_bound(DELTA),
+                         "T_star": ts.value})
+    return rows, bounds
+
+
+def _check_args(args: argparse.Namespace) -> tuple[int, int, tuple[str, ...]]:
     runs = args.runs if args.runs is not None else (10 if args.quick else 100)
     max_steps = args.max_steps if args.max_steps is not None else (10**6 if args.quick else 10**8)
     if runs < 2:
@@ -239,46 +304,46 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-steps must be >= 10, got {max_steps}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    algorithms = ALGORITHMS
+    if getattr(args, "algorithms", None):
+        algorithms = tuple(a.strip() for a in args.algorithms.split(","))
+        unknown = [a for a in algorithms if a not in ALGORITHMS]
+        if unknown:
+            raise ValueError(f"--algorithms: unknown {unknown}; allowed: {', '.join(ALGORITHMS)}")
+    return runs, max_steps, algorithms
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from dpglm.engine.engine import engine_from_args
+
+    runs, max_steps, algorithms = _check_args(args)
+    figure = int(getattr(args, "figure", 1))
+    instances = FIGURES[figure]
+    stem = "bai" if figure == 1 else f"bai_fig{figure}"
     from dpglm.engine.results import prepare_output
 
     engine = engine_from_args(args)  # a spec only: every flag checked before any work
     out = prepare_output(args.out)  # errors name the flag
     grid = epsilon_grid(args.quick)
-    jobs = _jobs(grid, runs, args.seed, max_steps)
+    jobs = _jobs(grid, runs, args.seed, max_steps, instances, algorithms)
     start = time.perf_counter()
-    with Engine(engine) as running:
-        it = running.imap(_call_point, jobs)
-        results = [r for _, r in tqdm(it, total=len(jobs), desc="bai points", disable=args.no_progress)]
-        if running.failures:
-            from dpglm.engine.engine import TaskFailures
-
-            raise TaskFailures("point(s)", [f"{jobs[i][1][:3]}: {m}" for i, m in running.failures])
+    results = _run_jobs(jobs, engine, out / f"{stem}.manifest.jsonl", not args.no_progress)
     wall = time.perf_counter() - start
-    rows = [r for r in results if "algorithm" in r]
-    for r in rows:
-        if r["algorithm"] in OWN_RULE:
-            r["stopping"] = "own"
+    rows, bounds = _table_rows(results, grid, instances)
     budget_rows = sorted((r for r in results if "paper_tau" in r),
                          key=lambda r: (r["forced_exploration"], r["epsilon"]))
-    example = next((r["ledger_example"] for r in rows if r["ledger_example"]), "")
-    (out / "bai_ledger_example.txt").write_text(example)
-    for r in [r for r in rows if r["algorithm"] == "EB-TCI"]:  # non-private: one row per ε
-        rows.remove(r)
-        rows += [{**r, "epsilon": eps} for eps in grid]
-    bounds: dict[str, list[tuple[float, float]]] = {inst: [] for inst in INSTANCES}
-    for inst, mu in INSTANCES.items():
-        for eps in grid:
-            ts = characteristic_time(mu, eps)
-            bounds[inst].append((eps, ts.lower_bound(DELTA)))
-            rows.append({"instance": inst, "algorithm": "lower bound", "epsilon": eps, "mean": ts.lower_bound(DELTA),
-                         "T_star": ts.value})
+    example = next((r["ledger_example"] for r in rows if r.get("ledger_example")), "")
+    (out / f"{stem}_ledger_example.txt").write_text(example)
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "ledger_example"} for r in rows])
     df = df.sort_values(["stopping", "instance", "algorithm", "epsilon"], na_position="last")
-    df.to_csv(out / "bai.csv", index=False)
-    _plot([r for r in rows if r["algorithm"] != "lower bound"], bounds, out / "bai.png")
-    print(df[["stopping", "instance", "algorithm", "epsilon", "mean", "median", "cut", "errors", "error_cp95_high"]]
-          .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    total = int(sum(r["steps"] for r in results))  # before EB-TCI's rows are copied over the grid
+    df.to_csv(out / f"{stem}.csv", index=False)
+    _plot([r for r in rows if r["algorithm"] != "lower bound"], bounds, out / f"{stem}.png")
+    print(df[["stopping", "instance", "algorithm", "epsilon", "mean", "median", "q95", "cut", "errors",
+              "error_cp95_high"]].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    total = int(sum(r["steps"] for r in results))  # before the flat rows are copied over the grid
     if budget_rows:
         budget = pd.DataFrame(budget_rows)
         budget.to_csv(out / "bai_paper_budget.csv", index=False)
@@ -286,11 +351,12 @@ def run(args: argparse.Namespace) -> int:
         print(budget[["forced_exploration", "epsilon", "paper_tau", "runs", "stopped_before", "wrong", "error_rate",
                       "error_cp95_low"]]
               .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print(f"wall time {wall:.1f} s for {total:.3g} simulated steps ({total / wall:.3g} steps/s), "
-          f"engine {engine.engine}, jobs={engine.jobs}")
-    print(f"wrote {out / 'bai.csv'}, {out / 'bai.png'}, {out / 'bai_ledger_example.txt'}"
+    print(f"wall time {wall:.1f} s for {total:.3g} simulated steps ({total / max(wall, 1e-9):.3g} steps/s), "
+          f"engine {engine.engine}, jobs={engine.jobs} (points resumed from the manifest cost no time)")
+    print(f"wrote {out / (stem + '.csv')}, {out / (stem + '.png')}, {out / (stem + '_ledger_example.txt')}"
           + (f", {out / 'bai_paper_budget.csv'}" if budget_rows else ""))
-    if not np.all(df["ledger_eps_max"].dropna() <= df.loc[df["ledger_eps_max"].notna(), "epsilon"] * (1 + 1e-12)):
+    eps_rows = df["ledger_eps_max"].notna()
+    if not np.all(df.loc[eps_rows, "ledger_eps_max"] <= df.loc[eps_rows, "epsilon"] * (1 + 1e-12)):
         print("WARNING: a ledger reports more than ε")
         return 1
     return 0

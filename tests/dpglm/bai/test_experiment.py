@@ -54,3 +54,26 @@ def test_provable_family_ordering_on_mu1_at_eps_046():
     med = {alg: run_point("mu1", alg, eps, 40, (0, 3, a), 10**7)["median"]
            for a, alg in enumerate(("DP-TT", "DP-SE", "AdaP-TT"))}
     assert med["DP-TT"] < 0.5 * med["DP-SE"] and med["DP-TT"] < 0.5 * med["AdaP-TT"]
+
+
+def test_figure_2_points_and_resume(tmp_path, capsys):
+    """--figure 2 runs μ3–μ6 only, flat (ε = ∞) rows once; a rerun in the same folder computes nothing."""
+    import argparse
+
+    from dpglm.experiments.bai import ALGORITHMS, FIGURES, FLAT, _jobs, add_arguments, run
+
+    jobs = _jobs([1e-3, 0.1], 10, 0, 10**6, FIGURES[2])
+    assert {a[0] for _, a in jobs} == {"mu3", "mu4", "mu5", "mu6"}
+    assert {a[1] for _, a in jobs} == set(ALGORITHMS)
+    assert all(a[2] == math.inf for _, a in jobs if a[1] in FLAT)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--figure", "2", "--quick", "--runs", "2", "--algorithms", "DP-SE",
+                              "--no-progress", "--out", str(tmp_path)])
+    assert run(args) == 0
+    assert (tmp_path / "bai_fig2.csv").exists() and (tmp_path / "bai_fig2.png").exists()
+    capsys.readouterr()
+    assert run(args) == 0
+    assert "resuming: 12 of 12 points" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="^--algorithms: unknown"):
+        run(parser.parse_args(["--algorithms", "DP-XX", "--out", str(tmp_path)]))

@@ -201,7 +201,9 @@ def test_eta_for_epsilon_is_public_and_fine_at_large_epsilon():
     from dpglm.bai.top_two import eta_for_epsilon
 
     assert [eta_for_epsilon(e) for e in (1e-3, 1.0, 4.0, 46.4, 1e9)] == [1.0, 1.0, 0.5, 0.25, 0.25]
-    assert DPTopTwo((0.6, 0.5), 46.4, 0.1).eta == 0.25 and DPTopTwo((0.6, 0.5), 0.1, 0.1).eta == 1.0
+    assert [eta_for_epsilon(e, "weighted") for e in (1e-3, 1.0, 4.0, 46.4)] == [0.75, 0.75, 0.5, 0.25]
+    assert DPTopTwo((0.6, 0.5), 46.4, 0.1).eta == 0.25 and DPTopTwo((0.6, 0.5), 0.1, 0.1).eta == 0.75
+    assert DPTopTwo((0.6, 0.5), 0.1, 0.1, estimator="cumulative").eta == 1.0
     with pytest.raises(ValueError, match="eta"):
         DPTopTwo((0.6, 0.5), 1.0, 0.1, eta=-1.0)
 
@@ -253,3 +255,26 @@ def test_adaptt_completed_pulls_are_whole_episodes():
     assert all(bin(int(c)).count("1") <= len(mu) for c in res.completed_pulls)
     assert np.all(res.completed_pulls <= res.stopping_times)
     assert np.mean(res.completed_pulls) < np.mean(res.stopping_times)
+
+
+def test_dptt_at_infinite_epsilon_keeps_its_batches_and_draws_no_noise():
+    """ε = ∞: no ledger, no noise, the refresh points of η(∞) = 1/4 (not EB-TCI's every pull); still δ-correct here."""
+    import math
+
+    from dpglm.bai.estimators import NoiselessBatchEstimator, WeightedEstimator
+    from dpglm.bai.mixture_threshold import MixtureThreshold
+
+    alg = DPTopTwo((0.7, 0.5, 0.45), math.inf, 0.1)
+    assert alg.eta == 0.25 and isinstance(alg.threshold, MixtureThreshold) and not alg.threshold.finite
+    est = alg._estimator(3, 3, np.random.default_rng(0))
+    assert isinstance(est, WeightedEstimator) and isinstance(est.inner, NoiselessBatchEstimator)
+    rng = np.random.default_rng(2)
+    for _ in range(6):  # counts 1, 2, 3, 4, 5, 6 (⌈1.25^j⌉ without repeats): exact means, no noise
+        add = (est.next_refresh - est.counts).astype(np.int64)
+        sums = rng.binomial(add, 0.5).astype(float)
+        est.observe(add, sums)
+    assert est.counts.tolist() == [[6] * 3] * 3 and est.next_refresh.tolist() == [[8] * 3] * 3
+    res = alg.run(60, np.random.default_rng(1))
+    assert res.ledgers == [] and np.all(res.stopped) and res.errors <= 3  # δ = 0.1: CP99 upper of 3/60 > 0.1
+    eb = EBTopTwo((0.7, 0.5, 0.45), 0.1, threshold="dp-tt")
+    assert isinstance(eb.threshold, MixtureThreshold) and eb.threshold.schedule == "every-count"
