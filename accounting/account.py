@@ -12,11 +12,11 @@ the row appended; the in-memory spend changes only after the row committed.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, check_partition
+from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, account_name, check_partition
 from accounting.costs import ORDERS, RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
 from accounting.journal import JournalMismatchError
 from accounting.persistence import charge_payload, split_payload
@@ -47,10 +47,20 @@ __all__ = ["Account"]
 
 @dataclass
 class _Usage:
-    """Spends of one mechanism (or one analysis reason) on one account."""
+    """Spends of one mechanism (or one analysis reason) on one account.
+
+    ``total`` composes like the account: partition=None charges add, charges
+    under distinct partition keys (disjoint users) compose by max.
+    """
 
     count: int = 0
-    total: Vector = ZERO
+    sequential: Vector = ZERO
+    partitions: dict[PartitionKey, Vector] = field(default_factory=dict)
+    widest: Vector = ZERO
+
+    @property
+    def total(self) -> Vector:
+        return add(self.sequential, self.widest)
 
 
 @dataclass
@@ -237,9 +247,15 @@ class Account(Uncopyable):
             grown = add(self._partitions.get(partition, self._zero), vector)
             self._partitions[partition] = grown
             self._widest = widest(self._widest, grown)
-        usage = self._usage.setdefault((analysis, note if analysis else mechanism), _Usage(total=self._zero))
+        usage = self._usage.setdefault((analysis, note if analysis else mechanism),
+                                       _Usage(sequential=self._zero, widest=self._zero))
         usage.count += 1
-        usage.total = add(usage.total, vector)
+        if partition is None:
+            usage.sequential = add(usage.sequential, vector)
+        else:
+            grown_use = add(usage.partitions.get(partition, self._zero), vector)
+            usage.partitions[partition] = grown_use
+            usage.widest = widest(usage.widest, grown_use)
 
     # ----- splitting ---------------------------------------------------------------------------
     def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
@@ -282,7 +298,7 @@ class Account(Uncopyable):
                     return recorded
                 remaining = sub(self._budget, self._spent_vector())
                 if exhausted(remaining, self.currency, self._orders):
-                    raise ValueError(f"account {self.path or '<root>'!r} has no budget left to split")
+                    raise ValueError(f"account {account_name(self.path)!r} has no budget left to split")
                 planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves, self._orders)
                 seq = ledger._append(transaction, "split", self.path,
                                      lambda: split_payload(exact_weights, currencies, planned))
@@ -308,10 +324,10 @@ class Account(Uncopyable):
                 continue
             if split.claimed:
                 clash = [name for name in weights if name in split.weights]
-                raise ValueError(f"weights: account {self.path or '<root>'!r} already has children {clash}")
+                raise ValueError(f"weights: account {account_name(self.path)!r} already has children {clash}")
             if names != set(split.weights) or split.weights != weights or split.currencies != currencies:
                 raise JournalMismatchError(
-                    f"journal {self._ledger.journal_path}: split #{number} of account {self.path or '<root>'!r} "
+                    f"journal {self._ledger.journal_path}: split #{number} of account {account_name(self.path)!r} "
                     f"was {describe_split(split.weights, split.currencies)}, now {describe_split(weights, currencies)}"
                 )
             split.claimed = True
@@ -376,12 +392,24 @@ class Account(Uncopyable):
             eps, delta = self._used_in_parent()
             return ApproxDP(eps, delta)
 
+    @property
+    def allocated(self) -> Cost:
+        """The budgets handed to child accounts by :meth:`split` (in this account's currency)."""
+        with self._ledger._fresh():
+            return as_cost(self._allocated, self.currency, self._orders)
+
+    @property
+    def charged(self) -> Cost:
+        """This account's own charges: sequential ones plus the max over partition keys (no allocations)."""
+        with self._ledger._fresh():
+            return as_cost(add(self._sequential, self._widest), self.currency, self._orders)
+
     def usage(self) -> list[dict[str, Any]]:
-        """Per mechanism (or analysis reason): count and total charged, in this currency."""
+        """Per mechanism (or analysis reason): count, partition keys and total (partitions composed by max)."""
         with self._ledger._fresh():
             return [
                 {"analysis": analysis, "mechanism": "analysis" if analysis else label,
-                 "reason": label if analysis else None, "count": use.count,
+                 "reason": label if analysis else None, "count": use.count, "partitions": len(use.partitions),
                  "total": as_cost(use.total, self.currency, self._orders)}
                 for (analysis, label), use in self._usage.items()
             ]

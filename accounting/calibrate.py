@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from accounting.chargeable import account_name
 from accounting.costs import GDP, RDP, ZCDP, ApproxDP, Cost, PureDP
 from accounting.validation import check_int, check_positive, check_real
 
@@ -125,7 +126,7 @@ def _account_state(account: Any) -> tuple[str, Cost, str]:
                  if isinstance(remaining, ZCDP) else remaining.mu_squared if isinstance(remaining, GDP)
                  else min(remaining.epsilons))
     if exhausted <= 0 or (isinstance(remaining, ApproxDP) and remaining.delta <= 0 and currency == "approx"):
-        raise ValueError(f"account {getattr(account, 'path', '') or '<root>'!r} has nothing left: {remaining}")
+        raise ValueError(f"account {account_name(getattr(account, 'path', ''))!r} has nothing left: {remaining}")
     return currency, remaining, relation
 
 

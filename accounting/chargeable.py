@@ -25,7 +25,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from accounting.costs import Cost, Number, Relation
 
-__all__ = ["BudgetExceeded", "Budgeted", "Chargeable", "EventChargeable", "PartitionKey", "Receipt", "check_partition"]
+__all__ = ["ROOT", "BudgetExceeded", "Budgeted", "Chargeable", "EventChargeable", "PartitionKey", "Receipt",
+           "account_name", "check_partition"]
+
+#: How the root account (path ``""``) is named in every message, report and JSON document.
+ROOT = "<root>"
+
+
+def account_name(path: str) -> str:
+    """``path``, or :data:`ROOT` for the root account."""
+    return path or ROOT
+
 
 #: A parallel-composition key: charges under different keys touch disjoint users (docs/accounting.md).
 PartitionKey = str | int | None
@@ -57,7 +67,7 @@ class BudgetExceeded(Exception):
         self.account = account
         self.requested = requested
         self.remaining = remaining
-        super().__init__(f"account {account!r}: requested {requested} exceeds remaining {remaining}"
+        super().__init__(f"account {account_name(account)!r}: requested {requested} exceeds remaining {remaining}"
                          + (f": {why}" if why else ""))
 
 

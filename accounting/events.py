@@ -35,7 +35,7 @@ import dp_accounting
 from dp_accounting import dp_event
 
 from accounting import rdp
-from accounting.chargeable import PartitionKey, Receipt
+from accounting.chargeable import PartitionKey, Receipt, account_name
 from accounting.costs import (
     GDP,
     ORDERS,
@@ -370,7 +370,7 @@ def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, r
 # ----- the ledger as one event -------------------------------------------------------------------
 def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | None,
                   from_event: bool) -> dp_event.DpEvent:
-    where = f"charge #{seq} on account {path or '<root>'!r} ({charged})"
+    where = f"charge #{seq} on account {account_name(path)!r} ({charged})"
     if from_event:
         if event is None:
             raise TypeError(f"{where}: was costed by PLD under replace-one and has no add/remove pair form")

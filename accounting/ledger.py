@@ -114,6 +114,7 @@ class Ledger(Uncopyable):
         self.relation = relation
         self._lock = threading.RLock()
         self._seq = 0
+        self._nonadaptive_cache: tuple[tuple[int, Any], Any] | None = None  # accounting.nonadaptive, per row and δ
         self._closed = False
         self._in_transaction = False
         self._accounts: dict[str, Account] = {}
@@ -289,7 +290,7 @@ class Ledger(Uncopyable):
         """Every account, root first, depth first."""
         return list(self.root.walk())
 
-    def guarantee(self, delta: Number | None = None) -> ApproxDP | PureDP:
+    def guarantee(self, delta: Number | None = None, *, nonadaptive: bool = False) -> ApproxDP | PureDP:
         """The privacy of everything spent so far, as (ε, δ) (or pure ε): an odometer figure.
 
         Composition comes before conversion: pure and approx charges add; the
@@ -308,10 +309,21 @@ class Ledger(Uncopyable):
             For a pure or approx budget the guarantee is (ε, δ_spent); a
             ``delta`` ≥ δ_spent returns (ε, delta), which that implies, and a
             smaller one is refused (``ValueError``) rather than ignored.
+        nonadaptive : bool
+            Instead, every recorded charge composed as one mechanism (PLD, or
+            RDP where some charge has no PLD) and converted once at ``delta``
+            (default for a pure or approx budget: the δ spent). Valid only if
+            the sequence of charges was fixed before any data were seen
+            (:mod:`accounting.nonadaptive`); a charge without a curve raises
+            ``TypeError`` naming it.
         """
         from accounting.pooling import pooled_guarantee
 
         with self._fresh():
+            if nonadaptive:
+                from accounting.nonadaptive import nonadaptive_guarantee
+
+                return nonadaptive_guarantee(self, delta)
             return pooled_guarantee(self, delta)
 
     def to_dp_event(self) -> Any:

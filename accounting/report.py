@@ -1,10 +1,15 @@
 """The budget tree as a text table and as JSON: what "auditing a budget split" reads.
 
-Per account: budget, spent (charges + child allocations), remaining, what was
-really used (charges of the account and its descendants), the currency, the
-converted (ε, δ) of that use, and per mechanism the number and total of its
-charges. Analysis-only charges (a theorem, not noise, e.g. paper Lemma 6.1)
-are marked ``[analysis]`` with their reason.
+Per account: budget, what was allocated to sub-accounts (their shares, in this
+account's currency), what was charged to the account itself (sequential
+charges plus the max over partition keys), remaining, what was really used
+(charges of the account and its descendants), the currency, the converted
+(ε, δ) of that use, and per mechanism the number of its charges and their
+total, composed like the account (partitions by max). Analysis-only charges (a
+theorem, not noise, e.g. paper Lemma 6.1) are marked ``[analysis]`` with their
+reason. The root account is named ``<root>`` everywhere. Below the table: the
+filter (the claim), the odometer, and the non-adaptive figure
+(:mod:`accounting.nonadaptive`), each labelled with when it is valid.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from accounting.chargeable import account_name
 from accounting.costs import GDP, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
@@ -82,20 +88,38 @@ _FILTER = "filter (the budget: the claim under adaptively chosen costs)"
 _ODOMETER = "odometer (realised spend, composed then converted: a claim only if the costs were fixed in advance)"
 
 
+def _nonadaptive(ledger: Ledger) -> tuple[Cost | None, str]:
+    """The non-adaptive figure at the δ spent (pure/approx budgets), or None and why not."""
+    from accounting.nonadaptive import LABEL
+
+    if ledger.currency not in ("pure", "approx"):
+        return None, f"{LABEL}: ledger.guarantee(delta, nonadaptive=True)"
+    try:
+        return ledger.guarantee(nonadaptive=True), LABEL
+    except (TypeError, ValueError) as why:
+        return None, f"{LABEL}: none ({why})"
+
+
+def _mechanism_line(account: Account, use: dict[str, Any]) -> str:
+    tag = "[analysis] " if use["analysis"] else ""
+    what = use["reason"] if use["analysis"] else use["mechanism"]
+    keys = f", {use['partitions']} partitions composed by max" if use["partitions"] > 1 else ""
+    return f"  {account_name(account.path)}: {tag}{what} ×{use['count']}{keys}: {format_cost(use['total'])}"
+
+
 def render_text(ledger: Ledger) -> str:
-    """Fixed-width table of the budget tree, then the overall guarantee."""
-    header = ("account", "currency", "budget", "spent", "remaining", "used", "used as (ε, δ)")
+    """Fixed-width table of the budget tree, then the filter, odometer and non-adaptive figures."""
+    header = ("account", "currency", "budget", "allocated to sub-accounts", "charged", "remaining", "used",
+              "used as (ε, δ)")
     rows: list[tuple[str, ...]] = []
     details: list[str] = []
     for account in ledger.accounts():
         depth = account.path.count("/") + (1 if account.path else 0)
-        label = "  " * depth + (account.name or "<total>")
-        rows.append((label, account.currency, format_cost(account.budget), format_cost(account.spent),
+        label = "  " * depth + (account.name if account.path else account_name(""))
+        allocated = format_cost(account.allocated) if account.children else "-"
+        rows.append((label, account.currency, format_cost(account.budget), allocated, format_cost(account.charged),
                      format_cost(account.remaining), format_cost(account.used), format_cost(account.converted())))
-        for use in account.usage():
-            tag = "[analysis] " if use["analysis"] else ""
-            what = use["reason"] if use["analysis"] else use["mechanism"]
-            details.append(f"  {account.path or '<total>'}: {tag}{what} ×{use['count']}: {format_cost(use['total'])}")
+        details.extend(_mechanism_line(account, use) for use in account.usage())
     widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
     lines = [f"Privacy ledger — budget {format_cost(ledger.budget)} ({ledger.currency}, relation {ledger.relation})"]
     if ledger.journal_path:
@@ -115,6 +139,8 @@ def render_text(ledger: Ledger) -> str:
         lines.append(f"  pooled {pool.currency} [{', '.join(pool.accounts)}]: {format_cost(pool.used)} at "
                      f"δ={float(pool.delta):.4g} → ε={float(pool.eps_pooled):.6g} "
                      f"(converted one by one: ε={float(pool.eps_separately):.6g})")
+    figure, label = _nonadaptive(ledger)
+    lines.append(f"{label}: {format_cost(figure)}" if figure is not None else label)
     if ledger.service_rows:
         lines.append("")
         lines.append("stops and restores (spend nothing; docs/service.md):")
@@ -126,15 +152,18 @@ def render_text(ledger: Ledger) -> str:
 def _account_json(account: Account) -> dict[str, Any]:
     return {
         "path": account.path,
+        "name": account_name(account.path) if not account.path else account.name,
         "currency": account.currency,
         "budget": cost_json(account.budget),
+        "allocated": cost_json(account.allocated),
+        "charged": cost_json(account.charged),
         "spent": cost_json(account.spent),
         "remaining": cost_json(account.remaining),
         "used": cost_json(account.used),
         "converted": cost_json(account.converted()),
         "charges": [
             {"mechanism": use["mechanism"], "analysis": use["analysis"], "reason": use["reason"],
-             "count": use["count"], "total": cost_json(use["total"])}
+             "count": use["count"], "partitions": use["partitions"], "total": cost_json(use["total"])}
             for use in account.usage()
         ],
         "children": [_account_json(child) for child in account.children.values()],
@@ -143,13 +172,15 @@ def _account_json(account: Account) -> dict[str, Any]:
 
 def render_json(ledger: Ledger) -> str:
     """JSON document: budget, relation, guarantee and the account tree (exact and float fields)."""
+    figure, label = _nonadaptive(ledger)
     document = {
         "budget": cost_json(ledger.budget),
         "relation": ledger.relation,
         "journal": ledger.journal_path,
         "guarantee": cost_json(_guarantee(ledger)),
         "claim": {"filter": cost_json(ledger.budget), "odometer": cost_json(_guarantee(ledger)),
-                  "filter_means": _FILTER, "odometer_means": _ODOMETER},
+                  "nonadaptive": cost_json(figure), "filter_means": _FILTER, "odometer_means": _ODOMETER,
+                  "nonadaptive_means": label},
         "pools": [{"currency": p.currency, "accounts": p.accounts, "used": cost_json(p.used),
                    "delta": float(p.delta), "eps_pooled": float(p.eps_pooled),
                    "eps_separately": float(p.eps_separately), "eps": float(p.eps)} for p in _pools(ledger)],

@@ -52,7 +52,7 @@ def test_rdp_calibration_fits_the_held_order_and_uses_all_of_it():
 
 
 def test_approx_calibration_fits_the_pld_at_the_remaining_delta():
-    pool = account("approx", ApproxDP(2, 1e-5), spend=ApproxDP(0.5, 1e-6))
+    pool = account("approx", ApproxDP(1, 1e-5), spend=ApproxDP(0.25, 1e-6))
     eps_left, delta_left = pool.remaining.eps, pool.remaining.delta
     z = calibrate_noise_multiplier(pool, sample_rate=0.1, steps=30)
 

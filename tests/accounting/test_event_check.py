@@ -83,7 +83,7 @@ def test_count_zero_is_a_no_op_in_every_currency():
                                                                       ("eps", "rho", "mu_squared")])
 
 
-SAMPLED = POISSON(0.05, G(1.3))
+SAMPLED = POISSON(0.1, G(3.0))
 BY_CURRENCY = {"gdp": [G(2.0), G(0.7)], "zcdp": [G(2.0), dp_accounting.ZCDpEvent(0.03)],
                "pure": [dp_accounting.LaplaceDpEvent(3.0)], "rdp": [G(2.0), SAMPLED],
                "approx": [G(2.0)]}

@@ -200,7 +200,7 @@ def test_analysis_charges_are_reported_with_their_reason(cks_by_dense_grid):
     document = json.loads(ledger.to_json())
     switching = [c for c in document["accounts"]["children"] if c["path"] == "switching"][0]
     assert switching["charges"] == [
-        {"mechanism": "analysis", "analysis": True, "reason": "paper Lemma 6.1", "count": 1,
+        {"mechanism": "analysis", "analysis": True, "reason": "paper Lemma 6.1", "count": 1, "partitions": 0,
          "total": {"type": "approx", "eps": 4 / 3, "delta": 1 / 150, "exact": {"eps": "4/3", "delta": "1/150"}}}
     ]
     tree = [c for c in document["accounts"]["children"] if c["path"] == "tree"][0]

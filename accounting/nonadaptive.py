@@ -1,0 +1,172 @@
+"""The non-adaptive figure: every recorded charge composed as one mechanism, then converted once.
+
+Valid only if the sequence of charges was fixed before any data were seen
+(docs/accounting.md, "Composition before conversion, filters and odometers"):
+composing the realised costs of adaptively chosen mechanisms and converting
+the result is not a valid odometer (Rogers, Roth, Ullman & Vadhan 2016), so
+the filter (the budget) stays the claim under adaptivity. Where it is valid,
+it is the tightest figure the ledger can state: two opacus runs charged
+ε = 10.2 each at δ = 10⁻⁵ sum to ε = 20.43 at δ = 2·10⁻⁵, where one PLD of both
+gives 14.59.
+
+How the charges are composed (each charge as the ledger recorded it, under the
+ledger's relation; partitions are composed sequentially, an upper bound):
+
+- **PLD** (dp-accounting, add/remove reading of the pair forms, discretisation
+  10⁻⁴), if every charge has one: an event's pair form; GDP μ as
+  ``GaussianDpEvent(1/μ)`` (z rounded down); pure ε and (ε, δ) charges
+  through their privacy-parameter PLD (the worst pair with those parameters,
+  Kairouz, Oh & Viswanath 2015).
+- else **RDP**, if every charge has a curve: the events' curves on the grid,
+  μ-GDP as αμ²/2, ρ-zCDP as αρ, ε-DP as min(ε, αε²/2), RDP charges at the
+  orders they list; summed at the orders all of them list and converted as
+  :func:`accounting.rdp.curve_to_approx_certified`.
+- else none (``TypeError`` naming the first charge without a curve).
+
+At the δ the charges spent (the default for a pure or approx budget) the
+figure is the smaller of this and the odometer, which is valid under the same
+condition. Cached per journal row and δ (a report reads it twice).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from accounting.chargeable import account_name
+from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, Number, PureDP
+from accounting.validation import check_exact
+
+if TYPE_CHECKING:
+    from accounting.ledger import Ledger
+
+__all__ = ["LABEL", "nonadaptive_guarantee"]
+
+LABEL = "non-adaptive (all charges composed: valid if the sequence of charges was fixed before any data were seen)"
+_INTERVAL = 1e-4
+_MAX_PARAMETER_PLDS = 200  # distinct (ε, δ) charges composed as privacy-parameter PLDs
+
+
+def _charges(ledger: Ledger) -> Iterator[tuple[int, str, Cost, Any, bool]]:
+    history = sorted((entry[0], account.path, *entry[1:]) for account in ledger.accounts()
+                     for entry in account._history)
+    yield from history
+
+
+def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
+    """:meth:`accounting.ledger.Ledger.guarantee` with ``nonadaptive=True`` (caller holds the lock).
+
+    ``delta``: the δ of the figure; default, for a pure or approx budget, the δ
+    the charges spent (what :meth:`~accounting.ledger.Ledger.guarantee` states).
+    """
+    odometer: Fraction | None = None
+    if delta is None:
+        if ledger.currency not in ("pure", "approx"):
+            raise ValueError(f"delta is required for the non-adaptive figure of a {ledger.currency} budget")
+        from accounting.pooling import pooled_guarantee
+
+        stated = pooled_guarantee(ledger, None)
+        target = stated.delta if isinstance(stated, ApproxDP) else Fraction(0)
+        if target == 0:
+            raise ValueError("delta is required: the charges spent no delta (pass delta in (0, 1))")
+        odometer = stated.eps  # valid under the same condition, at the same δ: keep the smaller
+    else:
+        target = check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
+    cached = ledger._nonadaptive_cache
+    if cached is not None and cached[0] == (ledger._seq, target):
+        result: ApproxDP = cached[1]
+        return result
+    charges = list(_charges(ledger))
+    eps = Fraction(0)
+    if charges:
+        figure = _pld_figure(charges, target)
+        eps = _rdp_figure(charges, target) if figure is None else figure
+    result = ApproxDP(eps if odometer is None else min(eps, odometer), target)
+    ledger._nonadaptive_cache = ((ledger._seq, target), result)
+    return result
+
+
+def _where(seq: int, path: str, charged: Cost) -> str:
+    return f"charge #{seq} on account {account_name(path)!r} ({charged})"
+
+
+def _pld_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction | None:
+    """ε at δ of one PLD of every charge, or None if some charge has no PLD (module docstring)."""
+    from dp_accounting import ComposedDpEvent, NeighboringRelation
+    from dp_accounting.pld import common, pld_privacy_accountant, privacy_loss_distribution
+
+    from accounting.event_check import checked_event, gaussian_event
+    from accounting.events import _check_pld_work, _round_up
+
+    events: list[Any] = []
+    mu_squared = Fraction(0)
+    parameters: Counter[tuple[Fraction, Fraction]] = Counter()
+    for _seq, _path, charged, event, from_event in charges:
+        if from_event and event is not None:
+            events.append(event)
+        elif isinstance(charged, GDP):
+            mu_squared += charged.mu_squared
+        elif isinstance(charged, PureDP):
+            parameters[(charged.eps, Fraction(0))] += 1
+        elif isinstance(charged, ApproxDP):
+            parameters[(charged.eps, charged.delta)] += 1
+        else:
+            return None
+    if mu_squared:
+        events.append(gaussian_event(mu_squared))
+    if len(parameters) > _MAX_PARAMETER_PLDS:
+        return None
+    accountant = pld_privacy_accountant.PLDAccountant(NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                      value_discretization_interval=_INTERVAL)
+    if events:
+        composed = checked_event(ComposedDpEvent(events))
+        _check_pld_work(composed, NeighboringRelation.ADD_OR_REMOVE_ONE, delta)
+        if not accountant.supports(composed):
+            return None
+        accountant.compose(composed)
+    pld = accountant._pld  # dp-accounting 0.6 keeps the composed PLD here
+    for (eps, part_delta), count in parameters.items():
+        if eps > 500:
+            return None
+        part = privacy_loss_distribution.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(float(eps), float(part_delta)),
+            value_discretization_interval=_INTERVAL)
+        pld = pld.compose(part.self_compose(count) if count > 1 else part)
+    eps_float = float(pld.get_epsilon_for_delta(float(delta)))
+    return _round_up(eps_float) if eps_float < float("inf") else None
+
+
+def _rdp_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction:
+    """ε at δ of the summed RDP curves of every charge (module docstring); TypeError if one has none."""
+    from dp_accounting import ComposedDpEvent, NeighboringRelation
+
+    from accounting import rdp
+    from accounting.event_check import checked_event
+    from accounting.events import _rdp_cost
+
+    curves: list[RDP] = []
+    events: list[Any] = []
+    for seq, path, charged, event, from_event in charges:
+        if from_event and event is not None:
+            events.append(event)
+        elif isinstance(charged, RDP):
+            curves.append(charged)
+        elif isinstance(charged, GDP):
+            curves.append(RDP._exact(rdp.gaussian_curve(charged.mu_squared / 2), ORDERS))
+        elif isinstance(charged, ZCDP) and charged.delta == 0:
+            curves.append(RDP._exact(rdp.gaussian_curve(charged.rho), ORDERS))
+        elif isinstance(charged, PureDP) or (isinstance(charged, ApproxDP) and charged.delta == 0):
+            curves.append(RDP._exact(rdp.pure_curve(charged.eps), ORDERS))
+        else:
+            raise TypeError(f"{_where(seq, path, charged)} has neither a PLD nor an RDP curve: no non-adaptive "
+                            "figure composes it")
+    if events:
+        composed = checked_event(ComposedDpEvent(events))
+        curves.append(_rdp_cost(composed, composed, NeighboringRelation.ADD_OR_REMOVE_ONE))
+    orders = [o for o in ORDERS if all(c.at(o) is not None for c in curves)]
+    if not orders:
+        raise TypeError("the charges' RDP curves have no order in common: no non-adaptive figure composes them")
+    summed = tuple(sum((c.at(o) or Fraction(0) for c in curves), Fraction(0)) for o in orders)
+    return rdp.curve_to_approx_certified(summed, delta, tuple(orders))
