@@ -156,7 +156,8 @@ def _trees_as_gaussians(event: dp_event.DpEvent, relation: str, ledger_relation:
         if isinstance(node, dp_event.SingleEpochTreeAggregationDpEvent):
             counts = node.step_counts if isinstance(node.step_counts, list) else [node.step_counts]
             depth = max(counts).bit_length()  # ⌈log₂(T + 1)⌉, exactly
-            return gaussian_event(factor * depth * gaussian_mu_squared(node.noise_multiplier))
+            z = node.noise_multiplier / 2 if factor == 4 else node.noise_multiplier  # z/2 is exact in binary
+            return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), depth)  # μ² = depth/z², exactly
         if isinstance(node, dp_event.ComposedDpEvent):
             return dp_event.ComposedDpEvent([swap(e) for e in node.events])
         if isinstance(node, dp_event.SelfComposedDpEvent):
