@@ -491,7 +491,48 @@ def fit_mle_ball(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, ra
                 return unconstrained, 0.0
             theta = unconstrained * (radius / norm)
         return _on_sphere(family, X, y, lam, radius, theta, 1.0, True, tol, max_iter)
+    joint = _kkt_newton(family, X, y, lam, radius, theta, float(nu0), tol)
+    if joint is not None:
+        return joint
     return _on_sphere(family, X, y, lam, radius, theta, float(nu0), False, tol, max_iter)
+
+
+def _kkt_newton(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+                nu: float, tol: float, max_iter: int = 8) -> tuple[np.ndarray, float] | None:
+    """Newton on the KKT system ``∇L(θ) + νθ = 0``, ``‖θ‖² = radius²`` from a warm (θ, ν); None if it fails.
+
+    From the previous refit's (θ, ν) (one or a few rows ago) the solution is a Newton step
+    or two away. Each step solves ``[[H + νI, θ], [θᵀ, 0]] (Δθ, Δν) = −(∇L + νθ, (‖θ‖² − r²)/2)``
+    by two solves with ``H + νI``. It stops, like the inner Newton solves, once half the
+    step's decrement ``ΔθᵀH_νΔθ`` is below ``tol`` and ``|‖θ‖ − r| ≤ 1e-9·r`` after the step
+    (θ then scaled onto the sphere if outside). With ν > 0 and L convex a KKT point is the
+    ball-constrained minimiser. ν ≤ 0, a non-finite step or no convergence in ``max_iter``
+    steps return None: the caller falls back to the safeguarded search.
+    """
+    d = theta.shape[0]
+    target = radius * radius
+    for _ in range(max_iter):
+        z = X @ theta
+        _, m, w = family.evaluate(z)
+        g = X.T @ (m - y) + (lam + nu) * theta
+        H = _weighted_gram(X, w)
+        H.flat[:: d + 1] += lam + nu
+        _, solved, info = _posv(H, np.stack([g, theta], axis=1), lower=1)
+        if info != 0:
+            return None
+        h_g, h_theta = solved[:, 0], solved[:, 1]
+        curvature = float(theta @ h_theta)
+        if not curvature > 0:
+            return None
+        dnu = (0.5 * (float(theta @ theta) - target) - float(theta @ h_g)) / curvature
+        step = h_g + h_theta * dnu  # θ_new = θ − step
+        theta, nu = theta - step, nu + dnu
+        if not (nu > 0 and math.isfinite(nu)):
+            return None
+        norm = math.sqrt(float(theta @ theta))
+        if float(step @ H @ step) / 2.0 < tol and abs(norm - radius) <= 1e-9 * radius:
+            return (theta if norm <= radius else theta * (radius / norm)), nu
+    return None
 
 
 def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,

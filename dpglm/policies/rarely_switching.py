@@ -243,6 +243,9 @@ class RarelySwitchingBandit(Policy):
         # An exact H (running sum of PSD leaves) lets Criterion II skip its check while a
         # cheap upper bound on H's growth since τ says it cannot fire (_criterion_two).
         self._h_exact = isinstance(design_h, ExactDesign)
+        self._loewner = params.switch_rule == "loewner"
+        c = params.switch_factor
+        self._h_skip_below = (c - 1.0 if self._loewner else math.log(c)) - 1e-9  # _criterion_two
         self._set_tau(design_h.matrix)
         self._h_checked = design_h.version
         self._limit = math.inf if self.horizon is None else self.horizon
@@ -309,16 +312,14 @@ class RarelySwitchingBandit(Policy):
         the floored ``H_τ`` and leaves ``w_s x_s x_sᵀ`` since τ, ``W H_t Wᵀ ⪯ I + Σ w_s Wx_s(Wx_s)ᵀ``,
         so ``λ_max ≤ 1 + Σ w_s‖x_s‖²_{H_τ⁻¹}`` and ``log det(W H_t Wᵀ) ≤ Σ log(1 + w_s‖x_s‖²_{H_τ⁻¹})``
         (matrix determinant lemma, each later ``(I + …)⁻¹ ⪯ I``). ``_h_growth`` holds that
-        sum (observe); below ``c`` (``log c``), less a 1e-9 margin for rounding, H_t is not
+        sum (observe); below ``c − 1`` (``log c``), less a 1e-9 margin for rounding, H_t is not
         formed at all. Above it the exact rule decides, so the switch times are the same.
         """
         c = self.params.switch_factor
-        loewner = self.params.switch_rule == "loewner"
-        bound, limit = (1.0 + self._h_growth, c) if loewner else (self._h_growth, math.log(c))
-        if self._h_exact and bound < limit - 1e-9:
+        if self._h_exact and self._h_growth < self._h_skip_below:
             return False
         h_t = self.design_h.matrix
-        if loewner:
+        if self._loewner:
             w = self._h_tau_whiten
             fired = bool(np.linalg.eigvalsh(w @ h_t @ w.T)[-1] > c)
         else:
@@ -378,7 +379,7 @@ class RarelySwitchingBandit(Policy):
                 self._refit_o(v_t)
         if self.design_h.version != self._h_checked:
             self._h_checked = self.design_h.version
-            if self._criterion_two():  # Criterion II (line 11)
+            if (not self._h_exact or self._h_growth >= self._h_skip_below) and self._criterion_two():  # line 11
                 self.counts["criterion_II"] += 1
                 self._refit_tau()
 
@@ -414,7 +415,7 @@ class RarelySwitchingBandit(Policy):
             self._add_leaf(self.design_h, x, weight)
             if self._h_exact:
                 growth = weight * h_form
-                self._h_growth += growth if self.params.switch_rule == "loewner" else math.log1p(growth)
+                self._h_growth += growth if self._loewner else math.log1p(growth)
 
     @staticmethod
     def _add_leaf(design: DesignStatistic, x: np.ndarray, weight: float) -> None:

@@ -175,3 +175,21 @@ def test_a_fit_on_many_rows_sums_them_in_chunks_to_the_same_minimiser(family, rn
     assert np.allclose(chunked, whole, atol=1e-10)
     free = fit_mle(family, X, y, lam=0.3)
     assert np.abs(X.T @ (family.mu(X @ free) - y) + 0.3 * free).max() < 1e-8
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_a_warm_started_ball_refit_meets_the_kkt_conditions_of_the_cold_fit(family, rng):
+    # A policy refits θ̂_o after each new row from the last (θ, ν): the answer must be the
+    # cold fit's, and (θ, ν) must satisfy ∇L(θ) + νθ = 0 with ‖θ‖ = S, ν > 0 (KKT, L convex).
+    from dpglm.glm import fit_mle_ball
+
+    X = rng.normal(size=(300, 5)) / 2
+    y = (rng.random(300) < family.mu(X @ np.array([3.0, -2.0, 1.0, 0.5, 0.0]))).astype(float)
+    theta, nu = fit_mle_ball(family, X[:290], y[:290], 0.25, 1.0, np.zeros(5))
+    for n in range(291, 301):
+        theta, nu = fit_mle_ball(family, X[:n], y[:n], 0.25, 1.0, theta, nu)
+        cold = fit_mle(family, X[:n], y[:n], lam=0.25, radius=1.0)
+        assert np.allclose(theta, cold, atol=1e-8)
+        grad = X[:n].T @ (family.mu(X[:n] @ theta) - y[:n]) + 0.25 * theta
+        assert nu > 0 and abs(np.linalg.norm(theta) - 1.0) <= 1e-9
+        assert np.abs(grad + nu * theta).max() < 1e-6
