@@ -165,7 +165,7 @@ def test_registry_and_errors():
 def test_a_fit_on_many_rows_sums_them_in_chunks_to_the_same_minimiser(family, rng, monkeypatch):
     # Memory flat in n: above one chunk the loss, gradient and Hessian are summed a chunk at a
     # time; the minimiser is the one-block Newton's (and satisfies the optimality condition).
-    import dpglm.glm as glm
+    import dpglm.glm_newton as glm
 
     X = rng.normal(size=(500, 4)) / 2
     y = (rng.random(500) < family.mu(X @ np.array([1.0, -2.0, 0.5, 0.0]))).astype(float)
