@@ -304,7 +304,7 @@ def _policies() -> list[Target]:
                lambda kw: ShuffleDPGLMBandit("logistic", kw["d"], kw["horizon"], kw["S"], _rng(), epsilon=kw["epsilon"],
                                              delta=kw["delta"]),
                {"d": 3, "horizon": 30, "S": 1.0, "epsilon": 1.0, "delta": 1e-5},
-               {"d": "int", "horizon": "int", "S": "positive", "epsilon": "positive", "delta": "probability"}),
+               {"d": "int", "horizon": "int|None", "S": "positive", "epsilon": "positive", "delta": "probability"}),
         Target("RSGLinUCB", lambda kw: RSGLinUCB("logistic", kw["d"], kw["horizon"], kw["S"], delta=kw["delta"]),
                {"d": 3, "horizon": 30, "S": 1.0, "delta": 0.02},
                {"d": "int", "horizon": "int", "S": "positive", "delta": "probability"}),

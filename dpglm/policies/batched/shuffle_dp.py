@@ -71,8 +71,16 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
 
     name = "ShuffleDP-GLM"
 
-    def __init__(self, family: GLMFamily | str, d: int, horizon: int, S: float, rng: np.random.Generator, *,
-                 estimator: EstimatorFactory | None = None, ledger: Ledger | None = None, epsilon: float | None = None,
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """``horizon=None``: an anytime :class:`~dpglm.policies.anytime.DoublingEpochs` of this policy."""
+        horizon = args[2] if len(args) > 2 else kwargs.get("horizon", 0)
+        if horizon is None and cls is ShuffleDPGLMBandit:
+            return _anytime(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, family: GLMFamily | str, d: int, horizon: int | None, S: float, rng: np.random.Generator, *,
+                 estimator: EstimatorFactory | None = None, ledger: Ledger | Account | None = None,
+                 epsilon: float | None = None,
                  delta: float | None = None, params: BatchedParameters | None = None,
                  levels: int | None = None, invalid: str = "clip") -> None:
         family = get_family(family)
@@ -86,7 +94,7 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
             ledger = Ledger(ApproxDP(as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta")))
         elif epsilon is not None or delta is not None:
             raise ValueError("give either a ledger or (epsilon, delta), not both")
-        if not isinstance(ledger, Ledger):
+        if not isinstance(ledger, (Ledger, Account)):  # an Account: an anytime epoch's share
             raise TypeError(f"ledger must be an accounting.Ledger, got {type(ledger).__name__}")
         budget = ledger.budget
         if not isinstance(budget, ApproxDP):
@@ -107,7 +115,7 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
         choice_rng, noise_rng = rng.spawn(2)
         if estimator is None:
             estimator = _default_estimator
-        self.ledger = ledger
+        self.ledger: Any = ledger  # a Ledger; an Account for an anytime epoch (dpglm.policies.anytime)
         self.accounts = ledger.split({"covariance": 1, "parameter": 1},
                                      currency={"covariance": "approx", "parameter": "approx"})
         covariance = ShuffledDesignSum(self.accounts["covariance"], params.lam, noise_rng,
@@ -144,8 +152,29 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
     def diagnostics(self) -> dict[str, Any]:
         """Those of the loop plus the ledger's guarantee and the per-batch noise of ``V``/``H_k``."""
         out = super().diagnostics()
-        guarantee = self.ledger.guarantee()
+        guarantee = self.ledger.guarantee() if isinstance(self.ledger, Ledger) else self.ledger.converted()
         out["guarantee_epsilon"] = float(guarantee.eps)
         out["guarantee_delta"] = float(getattr(guarantee, "delta", 0))
         out["covariance_noise_sd"] = {str(k): v for k, v in self.covariance.noise_sd.items()}
         return out
+
+
+def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, rng: np.random.Generator, *,
+             ledger: Ledger | None = None, epsilon: float | None = None, delta: float | None = None,
+             first_horizon: int = 1000, **kwargs: Any) -> Any:
+    """``ShuffleDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`)."""
+    from dpglm.policies.anytime import DoublingEpochs
+
+    fam = get_family(family)
+    check_generator(rng)
+    # Every public argument checked now (a throwaway policy on an in-memory ledger), before any epoch's split.
+    probe = ShuffleDPGLMBandit(fam, d, check_int("first_horizon", first_horizon), S, np.random.default_rng(0),
+                               ledger=None if ledger is None else Ledger(ledger.remaining),
+                               epsilon=epsilon, delta=delta, **kwargs)
+    chosen = ledger if ledger is not None else Ledger(probe.ledger.budget)
+
+    def build(epoch_horizon: int, account: Account, epoch_rng: np.random.Generator) -> ShuffleDPGLMBandit:
+        return ShuffleDPGLMBandit(fam, d, epoch_horizon, S, epoch_rng, ledger=account, **kwargs)
+
+    return DoublingEpochs(build, check_int("d", d), ledger=chosen, first_horizon=first_horizon, rng=rng,
+                          reward_bound=fam.reward_bound, name="ShuffleDP-GLM (anytime)")

@@ -56,3 +56,25 @@ def test_an_anytime_policy_restores_bit_identically_inside_its_second_epoch(tmp_
     restored = Policy.restore(tmp_path / "cp.npz", ledger=Ledger.from_journal(tmp_path / "b.db"))
     got += _play(restored, env, 37, T)
     assert got == want
+
+
+def test_shuffle_anytime_epochs_and_restore(tmp_path):
+    from dpglm.policies import ShuffleDPGLMBandit
+
+    def fresh(journal):
+        return ShuffleDPGLMBandit("probit", 2, None, 1.0, np.random.default_rng(3),
+                                  ledger=Ledger(ApproxDP(4, Fraction(1, 50)), journal=journal), first_horizon=FIRST)
+
+    full = fresh(tmp_path / "a.db")
+    assert isinstance(full, DoublingEpochs)
+    want = _play(full, _env(), 0, T)
+    assert full.epoch == 4
+    epoch3 = full.ledger.account("later-1/later-2/epoch-3")
+    assert epoch3.budget == ApproxDP(Fraction(4, 12), Fraction(1, 600))
+    policy, env = fresh(tmp_path / "b.db"), _env()
+    got = _play(policy, env, 0, 70)  # inside epoch 3
+    policy.checkpoint(tmp_path / "cp.npz")
+    restored = Policy.restore(tmp_path / "cp.npz", ledger=policy.ledger)
+    got += _play(restored, env, 70, T)
+    assert got == want
+    assert restored.ledger.root.spent == full.ledger.root.spent  # type: ignore[attr-defined]
