@@ -427,7 +427,7 @@ class Audit(ABC):
         """The most a test "score ≥ c" certifies at ``runs`` per side if the rates were the held-out ones.
 
         :func:`audits.bounds.ceiling_from_tails` at the empirical tails of the
-        held-out scores (every statistic, up to ``candidates`` thresholds each):
+        held-out scores, smoothed by ½ count (every statistic, up to ``candidates`` thresholds each):
         the ceiling as the data show it, not as the public parameters predict it
         (a bug that moves the output law moves this one, not :meth:`ceiling`).
         """
@@ -435,8 +435,12 @@ class Audit(ABC):
         for column in range(null.shape[1]):
             null_column, alternative_column = np.sort(null[:, column]), np.sort(alternative[:, column])
             values = _candidate_thresholds(null_column, alternative_column, candidates)
-            null_tail = 1.0 - np.searchsorted(null_column, values, side="left") / null_column.size
-            alternative_tail = 1.0 - np.searchsorted(alternative_column, values, side="left") / alternative_column.size
+            # Rates smoothed by ½ (as in choose_threshold): a tail empty in the held-out runs is not
+            # read as exactly 0, which would make the ceiling as large as the run count allows.
+            above_null = null_column.size - np.searchsorted(null_column, values, side="left")
+            below_alternative = np.searchsorted(alternative_column, values, side="left")
+            null_tail = (above_null + 0.5) / (null_column.size + 1)
+            alternative_tail = 1.0 - (below_alternative + 0.5) / (alternative_column.size + 1)
             bound, _ = bounds.ceiling_from_tails(null_tail, alternative_tail, runs, delta=delta, confidence=confidence)
             best = max(best, bound)
         return best
