@@ -5,7 +5,7 @@ its confidence level, the runs used and the verdict, each line tagged
 ``[real]`` or ``[planted]``; it writes ``NAME-epsE.json`` (the full result
 record) and ``NAME-epsE.png`` (histograms of the chosen statistic on the two
 neighbours, with the threshold, titled with the certified bound only) under
-``--out``/FOLDER — FOLDER the audit's name, ``all``, or the user attribute,
+``--out``/FOLDER — FOLDER the audit's name, ``all``, or the user audit's name,
 ``-quick`` appended for ``--quick`` — so no command overwrites another's
 results; and a summary
 ``summary.json`` / ``summary.csv`` (JSON strict: an infinite bound is ``null``).
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.name is None) == (args.mechanism is None):
         raise ValueError("give an audit name (or 'all') or --mechanism MODULE:ATTRIBUTE, not both or neither")
     if args.mechanism is not None:
-        specs, folder = custom_specs(args.mechanism), args.mechanism.rsplit(":", 1)[-1]
+        specs = custom_specs(args.mechanism)
+        folder = specs[0].name
     else:
         names = sorted(CATALOGUE, key=lambda n: (CATALOGUE[n].expected, n)) if args.name == "all" else [args.name]
         specs, folder = [get_spec(name) for name in names], args.name

@@ -89,9 +89,9 @@ def test_a_user_mechanism_runs_from_the_command_line(tmp_path, capsys):
     assert main(["audit", "--mechanism", f"{module}:audit", "--runs", "2000", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "[real]    rr " in printed and "[planted] rr-planted " in printed
-    assert json.loads((out / "audit" / "rr.json").read_text())["verdict"] == "consistent"
-    assert json.loads((out / "audit" / "rr-planted.json").read_text())["verdict"] == "violated"
-    assert (out / "audit" / "rr.png").stat().st_size > 1000
+    assert json.loads((out / "rr" / "rr.json").read_text())["verdict"] == "consistent"
+    assert json.loads((out / "rr" / "rr-planted.json").read_text())["verdict"] == "violated"
+    assert (out / "rr" / "rr.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("attribute, message", [
