@@ -11,9 +11,10 @@ is read from that receipt.
   that weight and no real row touches it. The score is that weight in the final model — the
   sum of the canary's T shifts and the noise, i.e. the whole privacy loss: the μ-GDP route.
 * Black box (a canary example): the canary is a real row with its label flipped; only the final
-  model is seen, and the score is its logit towards the flipped label. The other 569 rows pull
-  the model their way and the canary's gradient is clipped and averaged with theirs, so this
-  audit is expected to certify close to 0 at realistic ε.
+  model is seen, and the score is its logit towards the flipped label. Expected to certify
+  close to 0 at realistic ε, it certified 1.79 of 4.38 (2000 runs per side): for a linear model
+  after a few full-batch steps from zero the canary's logit is nearly the white-box statistic
+  (docs/audits.md, "Other libraries").
 """
 
 import time
