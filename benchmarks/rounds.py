@@ -15,7 +15,8 @@ unit ball, :class:`dpglm.envs.StochasticContextEnv`) through ``choose``/``observ
 environment's own time is subtracted: the same env replays the recorded actions with no
 policy, and that loop's time (contexts, pull, the loop itself) is taken off. CPU time
 (``time.process_time``), the smallest of ``--repeat`` runs (other jobs on a shared machine
-only ever add time). Policies are built outside the timed loop: setup (the ledger, a
+only ever add time), the floor measured alternately with each policy (same load).
+Policies are built outside the timed loop: setup (the ledger, a
 shuffle calibration) is not a round's cost. ``Private-GLM`` is :class:`JointDPGLMBandit`
 (preset ``tight``, ε = 4, δ = 0.02); ``ShuffleDP-GLM`` is :class:`ShuffleDPGLMBandit`
 (ε = 4, δ = 0.02) played as ``run_batched_policy`` plays it (each batch's designs planned at
@@ -106,15 +107,31 @@ def _replay(env: StochasticContextEnv, actions: np.ndarray) -> float:
 
 def per_round(name: str, d: int, k: int, horizon: int, repeat: int, seed: int = 0) -> tuple[float, np.ndarray, float]:
     """(policy-only µs per round, the actions of the run, final regret), min CPU over ``repeat`` runs."""
+    return _cell(name, d, k, horizon, repeat, seed)[1:]
+
+
+def _one_run(name: str, env: StochasticContextEnv, d: int, horizon: int, seed: int) -> tuple[float, np.ndarray, float]:
+    total, actions = _play(env, make_policy(name, d, horizon, seed, env))
+    regret = float(env.regret[-1])
+    env_only = min(_replay(env, actions) for _ in range(2))
+    return (total - env_only) / horizon * 1e6, actions, regret
+
+
+def _cell(name: str, d: int, k: int, horizon: int, repeat: int,
+          seed: int = 0) -> tuple[float, float, np.ndarray, float]:
+    """(floor µs, policy µs, actions, regret): the floor and the policy run alternately, each the min of ``repeat``.
+
+    On a shared machine the load changes from second to second; alternating the two
+    keeps each pair of runs under the same load, and the minimum of each is the least
+    disturbed.
+    """
     env = StochasticContextEnv(FAMILY, d, k, S, horizon, np.random.default_rng(seed))
-    best, actions, regret = np.inf, np.zeros(0), np.nan
+    floor, best, actions, regret = np.inf, np.inf, np.zeros(0), np.nan
     for _ in range(repeat):
-        policy = make_policy(name, d, horizon, seed, env)
-        total, actions = _play(env, policy)
-        regret = float(env.regret[-1])
-        env_only = min(_replay(env, actions) for _ in range(2))
-        best = min(best, total - env_only)
-    return best / horizon * 1e6, actions, regret
+        floor = min(floor, _one_run("floor", env, d, horizon, seed)[0])
+        us, actions, regret = _one_run(name, env, d, horizon, seed)
+        best = min(best, us)
+    return floor, best, actions, regret
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,9 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(head))
     for d in args.dims:
         for k in args.arms:
-            floor, _, _ = per_round("floor", d, k, args.horizon, args.repeat)
             for name in args.policies:
-                us, actions, regret = per_round(name, d, k, args.horizon, args.repeat)
+                floor, us, actions, regret = _cell(name, d, k, args.horizon, args.repeat)
                 print(f"{name:<15} {d:>3} {k:>4} {us:>9.1f} {floor:>9.1f} {us / floor:>6.2f} {regret:>8.1f}",
                       flush=True)
                 if args.actions:
