@@ -257,8 +257,16 @@ class TopTwoEngine:
         i = np.arange(len(rows))
         z = _transport_cost(m[i, lead][:, None], m, nt[i, lead][:, None], nt, self.epsilon)
         if getattr(self.threshold, "data_dependent", False):  # c(k_ã, k_a; μ̃), time-uniform
-            k = est.phases[rows]
-            margin = z - self.threshold.pair_data(k[i, lead], m[i, lead], k, m, lead)
+            # c ≥ log((K − 1)/δ) − 2·f_step since Ĝ(F) ≤ F (docs/bai-threshold.md): rows with some
+            # z below that cannot stop, so only the others need the threshold (a speed device)
+            z_other = np.where(np.arange(m.shape[1])[None, :] == lead[:, None], np.inf, z)
+            near = np.nonzero(np.all(z_other > self.threshold.level - 1.0, axis=1))[0]
+            margin = np.full(z.shape, -np.inf)
+            if near.size:
+                k = est.phases[rows][near]
+                c = self.threshold.pair_data(k[np.arange(near.size), lead[near]], m[near, lead[near]], k, m[near],
+                                             lead[near])
+                margin[near] = z[near] - c
         elif getattr(self.threshold, "pairwise", False):
             k = est.phases[rows]
             margin = z - self.threshold(k[i, lead][:, None], k)
