@@ -55,7 +55,10 @@ def test_pair_threshold_is_below_two_per_arm_union_thresholds_and_symmetric():
     # Ĝ ≤ F + log(1 − w₀) for w₀ = 0.1, so c ≥ log((K − 1)/δ) − 2 log(1/0.9)
     assert th.pair(1, 1) > np.log(4 / 0.01) - 2 * np.log(1 / 0.9)
     with pytest.raises(ValueError, match="epsilon"):
-        MixtureThreshold(5, 0.01, float("inf"))
+        MixtureThreshold(5, 0.01, 0.0)
+    # ε = ∞ is allowed (no noise, λ unbounded): without the means λ* has no upper bound,
+    # so the data-free threshold never lets a pair stop
+    assert MixtureThreshold(5, 0.01, float("inf")).pair(3, 3) == np.inf
 
 
 def test_continuous_laplace_mgf_dominates_the_discrete_one_of_the_same_scale():
