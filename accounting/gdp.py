@@ -22,11 +22,14 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import mpmath
 from scipy import special
 
 from accounting.validation import check_exact
+
+if TYPE_CHECKING:
+    import mpmath  # imported where used (60-digit certification): not on the import path
 
 __all__ = [
     "approx_to_gdp",
@@ -55,6 +58,8 @@ def gdp_delta(mu: float, eps: float) -> float:
 
 def _delta_mp(mu2: Fraction, eps: Fraction) -> mpmath.mpf:
     """δ_μ(ε) in 60-digit arithmetic from the exact μ² and ε."""
+    import mpmath
+
     with mpmath.workdps(_DIGITS):
         mu = mpmath.sqrt(mpmath.mpf(mu2.numerator) / mu2.denominator)
         e = mpmath.mpf(eps.numerator) / eps.denominator
@@ -63,6 +68,8 @@ def _delta_mp(mu2: Fraction, eps: Fraction) -> mpmath.mpf:
 
 def certified_delta(mu2: Fraction, eps: Fraction, delta: Fraction) -> bool:
     """True when δ_μ(ε) ≤ δ is certain: 60-digit evaluation at least 10⁻³⁰·δ below δ."""
+    import mpmath
+
     if mu2 == 0:
         return True
     value = _delta_mp(mu2, eps)
@@ -148,6 +155,8 @@ def pure_to_gdp_certified(eps: Fraction) -> Fraction:
     G_μ ≤ f_ε, i.e. ε-DP ⇒ μ-GDP (DRS 2022, f-DP and symmetric
     tradeoffs, §2). No smaller μ works, since G_μ(α*) > α* = f_ε(α*) then.
     """
+    import mpmath
+
     if check_exact("eps", eps, 0) == 0:
         return Fraction(0)
     if eps > 2000:

@@ -37,12 +37,15 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import mpmath
 import numpy as np
 
 from accounting.costs import ORDERS, RDP
 from accounting.validation import check_exact
+
+if TYPE_CHECKING:
+    import mpmath  # imported where used (60-digit certification): not on the import path
 
 __all__ = ["ORDERS", "RDP", "curve_to_approx_certified", "gaussian_curve", "held_for_share", "held_for_workload",
            "largest_gaussian_rho", "order_budget", "pure_curve", "scaled_to_share"]
@@ -66,6 +69,8 @@ def pure_curve(eps: Fraction, orders: Sequence[Fraction] = ORDERS) -> tuple[Frac
 
 
 def _mp(x: Fraction) -> mpmath.mpf:
+    import mpmath
+
     return mpmath.mpf(x.numerator) / x.denominator
 
 
@@ -84,6 +89,8 @@ def curve_to_approx_certified(epsilons: Sequence[Fraction], delta: Fraction,
     delta : Fraction in (0, 1)
     orders : tuple of Fraction, a selection of :data:`ORDERS` (default: all of them)
     """
+    import mpmath
+
     check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     if not any(epsilons):
         return Fraction(0)
@@ -112,6 +119,8 @@ def largest_gaussian_rho(eps: Fraction, delta: Fraction) -> Fraction:
     ρ = max_α [ε − ln(1 − 1/α) + (ln δ + ln α)/(α − 1)]/α; the result is then
     checked with :func:`curve_to_approx_certified`.
     """
+    import mpmath
+
     check_exact("eps", eps, 0, low_open=True)
     check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     with mpmath.workdps(_DIGITS):
@@ -160,6 +169,8 @@ def order_budget(order: Fraction, eps: Fraction, delta: Fraction) -> Fraction:
     τ = ε − ln(1 − 1/α) + (ln δ + ln α)/(α − 1) (the conversion solved for τ);
     0 when that is ≤ 0 (no RDP at this order meets the share).
     """
+    import mpmath
+
     with mpmath.workdps(_DIGITS):
         a = _mp(order)
         tau = _mp(eps) - mpmath.log(1 - 1 / a) + (mpmath.log(_mp(delta)) + mpmath.log(a)) / (a - 1)
