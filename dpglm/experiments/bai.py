@@ -67,7 +67,7 @@ def epsilon_grid(quick: bool = False) -> list[float]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 3 ε values, 10 runs, runs cut at 1e6 steps (< 2 min)")
+                        help="smoke run: 3 ε values, 10 runs, runs cut at 1e6 steps")
     parser.add_argument("--runs", type=int, default=None, help="runs per point (default 100; 10 with --quick)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="cut a run after this many steps (default 1e8; 1e6 with --quick)")
