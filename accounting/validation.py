@@ -138,7 +138,8 @@ def check_exact(name: str, value: object, low: Fraction | int | None = None, hig
 
     The privacy ledger's reading rule (docs/accounting.md; :mod:`accounting.costs`):
     an int, Fraction or Decimal is exact, and a float is read as the decimal it prints
-    as (``0.1`` is 1/10), so ten charges of 0.1 fit in a budget of 1. The interval is
+    as (``0.1`` is 1/10), so ten charges of 0.1 fit in a budget of 1; a numpy float
+    scalar likewise, in its own precision (``str(np.float32(0.1))`` is ``'0.1'``). The interval is
     ``[low, high]`` (None: unbounded); ``low_open``/``high_open`` exclude an end.
 
     Raises
@@ -178,6 +179,8 @@ def _read_exact(name: str, value: object, low: Fraction | int | None, high: Frac
         raise ValueError(f"{name} must be {_describe_exact(low, high, low_open, high_open)}, got {as_float}")
     if isinstance(value, numbers.Rational):
         return Fraction(int(value.numerator), int(value.denominator))
+    if isinstance(value, np.floating):  # in its own precision: np.float32(0.1) prints, and is read, as 0.1
+        return Fraction(str(value))
     return Fraction(repr(as_float))
 
 

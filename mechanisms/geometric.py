@@ -24,12 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from decimal import ROUND_CEILING, Decimal, localcontext
-from fractions import Fraction
 
 import numpy as np
 
 from accounting import Account, PureDP
-from accounting.validation import check_memory, check_size
+from accounting.validation import check_exact, check_memory, check_size
 from mechanisms.base import Mechanism
 from mechanisms.lattice import LaplaceLattice
 from mechanisms.noise import laplace_scale_for
@@ -193,9 +192,10 @@ class GeometricBatchMean(Mechanism):
         n_arms = check_size("n_arms", n_arms)
         check_memory("n_arms", n_arms, 8 * 8 * n_arms, "eight arrays of one entry per arm")
         self.epsilon = check_positive("epsilon", epsilon)
-        # The charge PureDP(ε) is ε read as the decimal it prints as; the noise scale is
-        # the smallest float b with 1/b ≤ that ε exactly, so the real loss never exceeds it.
-        self._cost = PureDP(Fraction(repr(self.epsilon)))
+        # The charge PureDP(ε) is ε read as the decimal it prints as (a numpy scalar in its own
+        # precision, accounting.validation.check_exact); the noise scale is the smallest float b
+        # with 1/b ≤ that ε exactly, so the real loss never exceeds it.
+        self._cost = PureDP(check_exact("epsilon", epsilon, 0, low_open=True))
         self.scale = laplace_scale_for(self._cost.eps, 1.0)
         # Float-safe noise: the batch sum rounded to a power-of-two grid plus discrete Laplace
         # noise there, ε-DP exactly for the sum's sensitivity 1 plus one grid step (mechanisms.lattice).

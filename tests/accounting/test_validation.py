@@ -128,3 +128,40 @@ def test_check_text():
         check_text("mechanism", "  ")
     with pytest.raises(TypeError, match=r"^note must be a str, got int$"):
         check_text("note", 3, required=False)
+
+
+# -- numpy scalars in costs: read in their own precision (issue 21) ------------------------------
+
+def test_numpy_float_scalars_are_read_as_the_decimal_they_print_as_in_their_own_precision():
+    from accounting import BudgetExceeded, Ledger, PureDP
+    from accounting.validation import check_exact
+
+    # float(np.float32(0.1)) is 0.100000001490116...; str() in float32 precision is '0.1'.
+    assert float(np.float32(0.1)) != 0.1
+    for value in (np.float32(0.1), np.float16(0.1), np.float64(0.1), np.longdouble("0.1")):
+        assert check_exact("eps", value) == Fraction(1, 10)
+    ledger = Ledger(PureDP(1))
+    for _ in range(10):  # ten charges of 0.1 fit in 1 (the tenth was refused before)
+        ledger.charge(PureDP(np.float32(0.1)), mechanism="m")
+    assert ledger.remaining == PureDP(0)
+    with pytest.raises(BudgetExceeded):
+        ledger.charge(PureDP(np.float32(0.1)), mechanism="m")
+
+
+def test_noise_calibrated_from_a_numpy_scalar_cost_is_still_rounded_up():
+    from accounting import ZCDP, Ledger, PureDP
+    from mechanisms import GaussianMechanism
+    from mechanisms.geometric import GeometricBatchMean
+
+    rng = np.random.default_rng(0)
+    gaussian = GaussianMechanism(Ledger(ZCDP(1)), 1.0, rng, cost=ZCDP(np.float32(0.1)))
+    assert gaussian.cost == ZCDP(Fraction(1, 10))
+    # rho = Δ²/(2σ²) of the float σ, in exact arithmetic, never above the charged 1/10;
+    # and σ is the continuous σ = 1/√0.2 rounded up by no more than a relative 1e-9.
+    assert Fraction(1) / (2 * Fraction(gaussian.sigma) ** 2) <= Fraction(1, 10)
+    assert math.sqrt(5.0) <= gaussian.sigma <= math.sqrt(5.0) * (1 + 1e-9)
+    geometric = GeometricBatchMean(Ledger(PureDP(1)).split({"a": 1}, currency={"a": "pure"})["a"], 2,
+                                   np.float32(0.1), rng)
+    (_, _, release), = geometric.observe(np.array([1, 0]), np.array([1.0, 0.0]))
+    assert release.receipt.cost == PureDP(Fraction(1, 10))  # not 0.100000001490116...
+    assert 1 / Fraction(geometric.scale) <= Fraction(1, 10)  # Lap(b) with 1/b ≤ ε exactly: b rounded up
