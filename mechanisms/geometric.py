@@ -227,10 +227,11 @@ class GeometricBatchMean(Mechanism):
 
         Raises
         ------
-        ValueError
-            Shapes differ from (n_runs, n_arms) (or (n_arms,) for one run);
-            counts negative; sums outside [0, counts] (rewards outside [0, 1]);
-            a batch boundary would be skipped.
+        TypeError, ValueError
+            Shapes differ from (n_runs, n_arms) (or (n_arms,) for one run); counts not
+            non-negative integers; a batch boundary would be skipped (all public). A sum
+            outside [0, counts] (a reward outside [0, 1]) is private: it is saturated into
+            [0, counts] (NaN as 0), not refused.
         accounting.BudgetExceeded
             A charge is refused: no noise is drawn and the estimator is unchanged
             (charges granted earlier in the same call stay spent: conservative).
@@ -247,8 +248,9 @@ class GeometricBatchMean(Mechanism):
                                  f"got {array.shape}")
         if np.any(c < 0):
             raise ValueError("counts must be non-negative integers")
-        if not np.all(np.isfinite(s)) or np.any(s < 0) or np.any(s > c):
-            raise ValueError("reward_sums must lie in [0, counts]: every reward must be in [0, 1]")
+        # The sums are private: saturated into their domain [0, counts] (NaN read as 0), never refused
+        # for free (docs/mechanisms.md, "Refusals that depend on the data"); the counts are public.
+        s = np.clip(np.nan_to_num(s, nan=0.0), 0.0, c)
         new = self.counts + c
         if np.any(new > self.next_refresh):
             raise ValueError("counts would run past a batch boundary; observe up to the next refresh point")

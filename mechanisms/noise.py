@@ -86,7 +86,11 @@ def laplace_scale_for(epsilon: Fraction, sensitivity: float) -> float:
 
 
 def _as_statistic(x: object, name: str = "x") -> FloatArray:
-    """Validate a statistic to be released: a finite real scalar or array (``name`` in messages)."""
+    """A statistic's public checks: a real scalar or a non-empty rectangular real array (``name`` in messages).
+
+    Its values are private: whether they are finite is :func:`_finite_problem`'s, checked
+    after the charge (docs/mechanisms.md, "Refusals that depend on the data").
+    """
     if isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be a real number or a real array, got a bool")
     try:
@@ -98,10 +102,13 @@ def _as_statistic(x: object, name: str = "x") -> FloatArray:
         raise TypeError(f"{name} must be a real number or a real array, got dtype {array.dtype}")
     if array.size == 0:
         raise ValueError(f"{name} must not be empty")
-    statistic = array.astype(np.float64)
-    if not np.all(np.isfinite(statistic)):
-        raise ValueError(f"{name} must be finite (no NaN or infinity)")
+    statistic: FloatArray = array.astype(np.float64)
     return statistic
+
+
+def _finite_problem(statistic: FloatArray, name: str) -> str | None:
+    """What is wrong with the private values of ``statistic`` (NaN or infinity), or None."""
+    return None if np.all(np.isfinite(statistic)) else f"{name} must be finite (no NaN or infinity)"
 
 
 def element_bound(
@@ -151,12 +158,14 @@ def element_bound(
 
 def _checked_sum(
     contributions: object, sensitivity: float, relation: str, order: int, nonnegative: bool = False
-) -> FloatArray:
-    """Sum per-user rows after checking each row's L``order`` norm against the bound that certifies Δ.
+) -> tuple[FloatArray, str | None]:
+    """The sum of per-user rows and what is wrong with the rows' private values (None if nothing).
 
-    The bound is :func:`element_bound`: Δ/2 (replace-one), Δ (add/remove); with
-    ``nonnegative`` rows (every entry ≥ 0, checked) Δ for single-entry rows and
-    Δ/√2 for L2 rows under replace-one.
+    The public checks (kind, shape, ``nonnegative`` a bool) raise here. Each row's
+    L``order`` norm is checked against the bound that certifies Δ, :func:`element_bound`:
+    Δ/2 (replace-one), Δ (add/remove); with ``nonnegative`` rows (every entry ≥ 0) Δ for
+    single-entry rows and Δ/√2 for L2 rows under replace-one. A failure of those, which
+    depend on the data, is returned for the caller to raise after its charge.
     """
     rows = _as_statistic(contributions, "contributions")
     if rows.ndim < 1:
@@ -164,20 +173,21 @@ def _checked_sum(
     if not isinstance(nonnegative, bool):
         raise TypeError(f"nonnegative must be a bool, got {type(nonnegative).__name__}")
     flat = rows.reshape(rows.shape[0], -1)
+    total: FloatArray = rows.sum(axis=0)
+    problem = _finite_problem(rows, "contributions")
+    if problem is not None:
+        return total, problem
     if nonnegative and np.any(flat < 0):
         negative = int(np.argmax(np.any(flat < 0, axis=1)))
-        raise ValueError(f"contributions[{negative}] has a negative entry; nonnegative=True needs every entry >= 0")
+        return total, f"contributions[{negative}] has a negative entry; nonnegative=True needs every entry >= 0"
     bound = element_bound(sensitivity, relation, order=order, nonnegative=nonnegative, scalar=flat.shape[1] == 1)
     norms = np.linalg.norm(flat, ord=order, axis=1)
     worst = int(np.argmax(norms))
     if norms[worst] > bound:
         rows_kind = " for non-negative rows" if nonnegative else ""
-        raise ValueError(
-            f"contributions[{worst}] has L{order} norm {float(norms[worst])!r} > {bound!r}, the bound certified by "
-            f"sensitivity={sensitivity!r} under relation={relation!r}{rows_kind}"
-        )
-    total: FloatArray = rows.sum(axis=0)
-    return total
+        return total, (f"contributions[{worst}] has L{order} norm {float(norms[worst])!r} > {bound!r}, the bound "
+                       f"certified by sensitivity={sensitivity!r} under relation={relation!r}{rows_kind}")
+    return total, None
 
 
 class _AdditiveNoiseMechanism(Mechanism):
@@ -217,10 +227,20 @@ class _AdditiveNoiseMechanism(Mechanism):
 
         Raises
         ------
+        TypeError, ValueError
+            Before the charge: ``x`` is not a non-empty real array, a bad ``note`` or
+            ``partition`` (public). After the charge, which stays spent: ``x`` is not
+            finite or too large for the noise grid (private: refusing for free would
+            tell the caller about the data; docs/mechanisms.md).
         accounting.BudgetExceeded
             If the account cannot pay; no noise is drawn and nothing is released.
         """
         statistic = _as_statistic(x)
+        return self._charge_then_release(statistic, _finite_problem(statistic, "x"), partition, note)
+
+    def _charge_then_release(self, statistic: FloatArray, problem: str | None, partition: str | None,
+                             note: str) -> Release:
+        """Charge, then refuse if the private values had a ``problem``, else add the noise and release."""
         note = check_text("note", note, required=False)
         receipt = self._charge(
             self._cost_for(statistic),
@@ -229,6 +249,8 @@ class _AdditiveNoiseMechanism(Mechanism):
             partition=partition,
             note=f"{self._describe()}. {note}".strip(),
         )
+        if problem is not None:
+            raise ValueError(f"{problem} (refused after the charge, which stays spent: the check depends on the data)")
         noisy = self._add_noise(statistic)
         return self._release(float(noisy) if noisy.ndim == 0 else noisy, receipt)
 
@@ -257,12 +279,14 @@ class _AdditiveNoiseMechanism(Mechanism):
 
         Raises
         ------
-        ValueError
-            If a row is too long or, with ``nonnegative``, has a negative entry (the
-            message names its index); nothing is charged.
+        TypeError, ValueError
+            Before the charge: ``contributions`` is not a rectangular real array with a
+            row per user, ``nonnegative`` is not a bool. After the charge, which stays
+            spent: a row is not finite, too long or, with ``nonnegative``, has a negative
+            entry (the message names its index): these depend on the private rows.
         """
-        return self.release(_checked_sum(contributions, self.sensitivity, self.relation, self._ORDER, nonnegative),
-                            partition=partition, note=note)
+        total, problem = _checked_sum(contributions, self.sensitivity, self.relation, self._ORDER, nonnegative)
+        return self._charge_then_release(total, problem, partition, note)
 
 
 class GaussianMechanism(_AdditiveNoiseMechanism):

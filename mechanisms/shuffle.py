@@ -34,13 +34,22 @@ relation is not analysed for these protocols and is refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
 from accounting import ApproxDP, Receipt
 from accounting.costs import as_fraction
-from accounting.validation import check_int, check_memory, check_positive, check_probability, check_real, check_size
+from accounting.validation import (
+    check_array,
+    check_int,
+    check_memory,
+    check_positive,
+    check_probability,
+    check_real,
+    check_size,
+)
 from mechanisms.base import Mechanism
 from mechanisms.release import Release, check_account, check_generator
 from mechanisms.shuffle_accountant import bitsum_delta, calibrate_bitsum_gamma
@@ -63,7 +72,7 @@ _METHODS = ("counts", "messages")
 
 
 def _check_method(method: str) -> str:
-    if method not in _METHODS:
+    if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     return method
 
@@ -109,6 +118,20 @@ class _ChargedShuffleSum(Mechanism):
         self._certified = (_float_at_most(self.epsilon), _float_at_most(self.delta))
         self.relation = _check_relation(relation)
 
+    @staticmethod
+    def _after_charge(check: Callable[[], np.ndarray]) -> np.ndarray:
+        """Run ``check`` of the private values once the charge is made: its refusal stays charged.
+
+        The public checks (kind, shape, users) ran before the charge; what ``check`` can
+        still refuse depends on the data, and a free refusal would tell the caller about
+        it (docs/mechanisms.md, "Refusals that depend on the data").
+        """
+        try:
+            return check()
+        except ValueError as error:
+            raise ValueError(f"{error} (refused after the charge, which stays spent: the check depends on the data)"
+                             ) from None
+
     def _charge_release(self, partition: str | None, note: str) -> Receipt:
         """Charge ApproxDP(epsilon, delta) for one release (raises ``BudgetExceeded`` before any draw)."""
         return self._charge(
@@ -123,6 +146,17 @@ class _ChargedShuffleSum(Mechanism):
 # ---------------------------------------------------------------------------
 # Bit sum
 # ---------------------------------------------------------------------------
+
+
+def _bits_shape(bits: object) -> tuple[int, ...]:
+    """The public shape of ``bits``, a bool or real array (ragged lists, strings, objects: TypeError)."""
+    try:
+        arr = np.asarray(bits)
+    except (TypeError, ValueError):
+        raise TypeError("bits must be a rectangular array of 0/1 values") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"bits must be an array of 0/1 values (bool, int or float dtype), got dtype {arr.dtype}")
+    return arr.shape
 
 
 def _check_bits(bits: np.ndarray, n_users: int | None = None) -> np.ndarray:
@@ -240,9 +274,12 @@ class ShuffleBitSum(_ChargedShuffleSum):
         ``partition`` is passed to the charge: releases on disjoint users under different
         keys compose by max in the ledger.
         """
-        x = _check_bits(bits, self.n_users)
+        shape = _bits_shape(bits)
+        if shape != (self.n_users,):
+            raise ValueError(f"bits must be a 1-D array holding one bit per user ({self.n_users}), got shape {shape}")
         method = _check_method(method)
         receipt = self._charge_release(partition, f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant")
+        x = self._after_charge(lambda: _check_bits(bits, self.n_users))
         if method == "messages":
             shuffled = shuffle_messages(bitsum_randomize(x, self.gamma, self.rng), self.rng)
             return self._release(bitsum_analyze(shuffled, self.gamma), receipt)
@@ -502,13 +539,16 @@ class ShuffleVectorSum(_ChargedShuffleSum):
             Passed to the charge: releases on disjoint users under different keys
             compose by max in the ledger (e.g. the batches of Algorithm 1).
         """
-        flat = _check_values(self._flatten(values), self.bound)
+        shape = check_array("values", values).shape
+        if shape != (self.n_users, *self.shape):
+            raise ValueError(f"values must have shape {(self.n_users, *self.shape)}, got {shape}")
         method = _check_method(method)
         receipt = self._charge_release(
             partition,
             f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
             f"noise_bits={self.noise_bits}, inputs={self.input_set}; exact shuffle accountant (PLD over coordinates)",
         )
+        flat = self._after_charge(lambda: _check_values(self._flatten(values), self.bound))
         sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
         if len(self.shape) == 1:
             return self._release(sums, receipt)

@@ -273,6 +273,7 @@ class DPSGD(Mechanism):
             plan.cost, mechanism="DPSGD", relation=self.relation, partition=None,
             note=charge_note(plan, self.clip, note),
         )
+        self._check_values_after_charge(X, y)
         metric = step_projection.M if isinstance(step_projection, MetricProjection) else None
         ridge = lam / (n if plan.normalizer is None else plan.normalizer)
         theta = self._run(X, y, theta_start, plan, lr, step_projection, ridge, metric)
@@ -280,7 +281,7 @@ class DPSGD(Mechanism):
 
     def _check_data(self, X_in: npt.ArrayLike, y_in: npt.ArrayLike, projection: Projection,
                     theta0: npt.ArrayLike | None, *, allow_empty: bool = False) -> tuple[Matrix, Vector, Vector]:
-        """(X, y, θ₀) as private float copies, checked: shapes, finite, y ∈ [0, 1] for a built-in loss, θ₀ feasible."""
+        """(X, y, θ₀) as private float copies, their public checks made: kinds, shapes, θ₀ feasible."""
         # Private, contiguous, writeable copies (torch shares their memory; inputs may be read-only releases).
         X = np.array(check_array("X", X_in), dtype=np.float64, order="C")
         y = np.array(check_array("y", y_in), dtype=np.float64, order="C")
@@ -289,10 +290,6 @@ class DPSGD(Mechanism):
             raise ValueError(f"X must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-            raise ValueError("X and y must be finite")
-        if self.loss_name is not None and (np.any(y < 0) or np.any(y > 1)):
-            raise ValueError(f"y must lie in [0, 1] for the {self.loss_name} loss")
         if not isinstance(projection, (BallProjection, EllipsoidProjection)):
             raise TypeError(
                 f"projection must be a BallProjection or EllipsoidProjection, got {type(projection).__name__}"
@@ -307,6 +304,20 @@ class DPSGD(Mechanism):
             if not projection.contains(start):
                 raise ValueError("theta0 must lie in the projection's set (it is the public starting point)")
         return X, y, start
+
+    def _check_values_after_charge(self, X: Matrix, y: Vector) -> None:
+        """The checks of the private values, made once the run is charged: a refusal stays charged.
+
+        X and y finite, y in [0, 1] for a built-in loss. Refusing these for free would
+        tell the caller about the data (docs/mechanisms.md, "Refusals that depend on the data").
+        """
+        problem = None
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+            problem = "X and y must be finite"
+        elif self.loss_name is not None and (np.any(y < 0) or np.any(y > 1)):
+            problem = f"y must lie in [0, 1] for the {self.loss_name} loss"
+        if problem is not None:
+            raise ValueError(f"{problem} (refused after the charge, which stays spent: the check depends on the data)")
 
     def _blocks(self, n: int, plan: DPSGDPlan) -> Iterator[npt.NDArray[np.int64] | None]:
         """The row indices of each step (``None``: all rows), a fresh random partition per epoch.

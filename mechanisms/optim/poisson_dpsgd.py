@@ -138,6 +138,7 @@ class PoissonDPSGD(DPSGD):
                                note=(f"Poisson q={float(sample_rate)!r}, sigma={plan.sigma!r} (z={multiplier!r}), "
                                      f"{plan.steps} steps, add/remove sensitivity C={self.clip!r}, "
                                      f"normalizer={normalizer!r}. {note}").strip())
+        self._check_values_after_charge(X, y)
         theta = self._run(X, y, theta_start, plan, lr, projection, lam / normalizer, None)
         return self._release(theta, receipt)
 

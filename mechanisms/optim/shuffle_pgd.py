@@ -51,7 +51,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from accounting import ApproxDP, Receipt, convert
 from accounting.costs import as_fraction
-from accounting.validation import check_int, check_real, check_size
+from accounting.validation import check_array, check_int, check_real, check_size
 from mechanisms.base import Mechanism
 from mechanisms.calibration_cache import cached_calibration
 from mechanisms.optim.projection import BallProjection, MetricProjection
@@ -365,6 +365,9 @@ class ShufflePGD(Mechanism):
                                                    noise_bits)
         receipt = self._charge_run(total_eps, delta, partition,
                                    f"P_GD: {how}; n={n}, d={d}, levels={levels}, noise_bits={noise_bits}")
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):  # private values: refused once charged
+            raise ValueError("X and y must be finite (no NaN or infinity) (refused after the charge, which stays "
+                             "spent: the check depends on the data)")
         first_kept = _FIRST_KEPT[average](iterations)
         iterate_sum = np.zeros(d)
         for it in range(iterations):
@@ -393,16 +396,13 @@ class ShufflePGD(Mechanism):
 
     def _check_data(self, X: np.ndarray, y: np.ndarray,
                     theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(X, y, theta0)`` as finite float arrays of shapes (n, d), (n,), (d,); theta0 inside the ball."""
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y, dtype=float)
+        """``(X, y, theta0)`` as float arrays of shapes (n, d), (n,), (d,); theta0 finite, inside the ball (public)."""
+        X, y = check_array("X", X), check_array("y", y)
         if X.ndim != 2 or X.shape[0] < 2:
             raise ValueError(f"X must have shape (n, d) with n >= 2, got {X.shape}")
         n, d = X.shape
         if y.shape != (n,):
             raise ValueError(f"y must have shape ({n},), got {y.shape}")
-        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-            raise ValueError("X and y must be finite (no NaN or infinity)")
         theta = np.zeros(d) if theta0 is None else np.asarray(theta0, dtype=float).copy()
         if theta.shape != (d,) or not np.all(np.isfinite(theta)):
             raise ValueError(f"theta0 must be a finite vector of shape ({d},)")

@@ -201,8 +201,9 @@ def test_bad_construction_names_the_argument():
         LaplaceMechanism(account, 1.0, rng, scale=0)
 
 
-@pytest.mark.parametrize("x", [np.array([1.0, np.nan]), np.array([]), "abc", np.array([True]), float("inf")])
-def test_bad_statistic_is_refused_before_any_charge(x):
+@pytest.mark.parametrize("x", [np.array([]), "abc", np.array([True]), [[1.0], [2.0, 3.0]]])
+def test_a_statistic_of_the_wrong_kind_is_refused_before_any_charge(x):
+    # Its kind and shape are public: refused for free.
     account = zcdp_account(1)
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
@@ -213,21 +214,35 @@ def test_bad_statistic_is_refused_before_any_charge(x):
     assert rng.bit_generator.state == state
 
 
+@pytest.mark.parametrize("x", [np.array([1.0, np.nan]), float("inf"), 1e300])
+def test_a_statistic_whose_values_are_bad_is_charged_then_refused(x):
+    # Whether its values are finite (or fit the noise grid) depends on the data: a free refusal
+    # would tell the caller about them, so the charge is made and stays spent; no noise is drawn.
+    account = zcdp_account(1)
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    mechanism = GaussianMechanism(account, 1.0, rng, sigma=1.0)
+    with pytest.raises(ValueError, match="x must be finite|x is too large for the noise grid"):
+        mechanism.release(x)
+    assert account.spent.rho == Fraction(1, 2)  # ρ = Δ²/(2σ²) of one release
+    assert rng.bit_generator.state == state
+
+
 # ----- per-user sums with checked rows --------------------------------------------------------------
 
 
 def test_release_sum_checks_each_row_against_the_relation_bound():
     rng = np.random.default_rng(0)
-    account = zcdp_account(10)
+    account = zcdp_account(12)  # 2 + 2 (the refused sum) + 8 (add/remove, restated)
     gaussian = GaussianMechanism(account, 2.0, rng, sigma=1.0)
     rows = np.array([[0.6, 0.8], [0.0, 1.0], [-1.0, 0.0]])  # L2 norms 1 = Δ/2
     value = np.asarray(gaussian.release_sum(rows).value)
     assert value.shape == (2,)
-    spent = account.spent
+    spent = account.spent.rho
     state = rng.bit_generator.state
-    with pytest.raises(ValueError, match=r"contributions\[1\] has L2 norm"):
-        gaussian.release_sum(np.array([[0.1, 0.1], [0.9, 0.9]]))
-    assert account.spent == spent and rng.bit_generator.state == state
+    with pytest.raises(ValueError, match=r"contributions\[1\] has L2 norm .*\(refused after the charge"):
+        gaussian.release_sum(np.array([[0.1, 0.1], [0.9, 0.9]]))  # a private row too long: charged, then refused
+    assert account.spent.rho == spent + Fraction(2, 1) and rng.bit_generator.state == state  # ρ = Δ²/(2σ²) = 2
     removal = GaussianMechanism(account, 2.0, rng, sigma=1.0, relation="add_remove")
     removal.release_sum(np.array([[1.2, 1.6]]))  # norm 2 = Δ under add/remove
     laplace = LaplaceMechanism(pure_account(5), 1.0, rng, scale=1.0)
@@ -264,10 +279,10 @@ def test_nonnegative_scalar_rows_reach_the_full_sensitivity(rng):
     account = zcdp_account(10)
     gaussian = GaussianMechanism(account, 1.0, rng, sigma=1.0)
     with pytest.raises(ValueError, match=r"contributions\[0\] has L2 norm 1.0 > 0.5"):
-        gaussian.release_sum(rewards)
-    assert account.spent.rho == 0
-    assert isinstance(gaussian.release_sum(rewards, nonnegative=True).value, float)
+        gaussian.release_sum(rewards)  # the rows are private: charged, then refused
     assert account.spent.rho == Fraction(1, 2)
+    assert isinstance(gaussian.release_sum(rewards, nonnegative=True).value, float)
+    assert account.spent.rho == 1
     laplace = LaplaceMechanism(pure_account(5), 1.0, rng, scale=1.0)
     laplace.release_sum(rewards[:, None], nonnegative=True)  # (n, 1) rows are scalars too
     with pytest.raises(ValueError, match=r"contributions\[2\] has a negative entry"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -257,8 +258,11 @@ def test_bad_input_raises_naming_the_argument():
         ShuffleBitSum(account, 4, rng, epsilon=0.0, delta=1e-3)
     with pytest.raises(TypeError, match="rng"):
         ShuffleBitSum(account, 4, np.random.RandomState(0), epsilon=1.0, delta=1e-3)
-    spent = account.spent
-    assert spent == ApproxDP(0, 0)  # nothing above was charged
+    # The public refusals (shape, method, inputs, relation, noise_bits, gamma, epsilon, rng)
+    # charged nothing; the seven refusals of private values (symmetric, bound, PSD, trace,
+    # l2 norm, finite, a bit of 2) were charged first, ApproxDP(5, 1e-3) each
+    # (docs/mechanisms.md, "Refusals that depend on the data").
+    assert account.spent == ApproxDP(35, Fraction(7, 1000))
 
 
 def test_partition_keys_compose_by_max():
