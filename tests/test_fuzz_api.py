@@ -114,6 +114,17 @@ def _statistic(value: object) -> bool:
     return array.dtype.kind in "iuf" and array.size > 0 and bool(np.all(np.isfinite(array)))
 
 
+def _shape_of(value: object) -> tuple[int, ...] | None:
+    """The shape of ``value`` as a real array, or None (not a rectangular real array)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        return None
+    return array.shape if array.dtype.kind in "iuf" else None
+
+
 def _choice(*allowed: str) -> Callable[[object], bool]:
     return lambda value: isinstance(value, str) and value in allowed
 
@@ -134,6 +145,9 @@ KINDS: dict[str, Callable[[object], bool]] = {
     "name": lambda value: isinstance(value, str) and bool(value.strip()),
     "mapping": lambda value: isinstance(value, dict) and not value,  # of the bad values only {} is a mapping
     "statistic": lambda value: _statistic(value),
+    # Reward sums of two arms: any real values (saturated into [0, counts], NaN as 0: docs/mechanisms.md).
+    "sums": lambda value: _statistic(np.nan_to_num(np.asarray(value, dtype=float)))
+    if _shape_of(value) == (2,) else False,
     "bool": lambda value: isinstance(value, (bool, np.bool_)),
 }
 
@@ -265,7 +279,7 @@ def _mechanisms() -> list[Target]:
                lambda kw: geometric({"n_arms": 2, "epsilon": 1.0, "eta": 1.0}).observe(kw["counts"],
                                                                                          kw["reward_sums"]),
                {"counts": np.array([1, 1]), "reward_sums": np.array([0.5, 0.5])},
-               {"counts": "never", "reward_sums": "never"}),
+               {"counts": "never", "reward_sums": "sums"}),
         Target("DPSGD", dpsgd, {"clip": 1.0}, {"clip": "positive"}),
         Target("DPSGD.fit", dpsgd_fit, {"X": X, "y": Y, "steps": 3, "lr": 0.5, "lam": 0.0},
                {"X": "never", "y": "never", "steps": "int", "lr": "positive", "lam": "nonneg"}),
