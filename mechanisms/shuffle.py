@@ -253,7 +253,8 @@ class ShuffleBitSum(_ChargedShuffleSum):
         self.gamma = float(gamma)
         if self.gamma >= 1.0:
             raise ValueError(
-                "the calibrated gamma is 1 (pure noise): the analyzer cannot debias; raise epsilon or n_users"
+                f"the calibrated gamma is 1 (pure noise) at epsilon={self.epsilon!r}, delta={self.delta!r}, "
+                f"n_users={self.n_users}: the analyzer cannot debias; raise epsilon, delta or n_users"
             )
 
     @property

@@ -159,6 +159,9 @@ def rs_glinucb_parameters(
     _check_problem(d, horizon, S)
     delta = check_probability("delta", delta)
     kappa = kappa_bound(family, S)
+    if not math.isfinite(1.0 / max(0.01 * kappa * float(S) ** 2 * d, 5e-324)) or float(S) ** 2 == 0.0:
+        raise ValueError(f"S={S!r} is too small: S**2 underflows, and Criterion I's threshold 1/(0.01 kappa S^2 d) "
+                         "with it")
     R = float(family.reward_bound)
     log_term = math.log(horizon / delta)
     if preset == "simulation":

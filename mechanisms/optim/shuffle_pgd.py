@@ -215,6 +215,13 @@ def _search_run_bits(meets: Callable[[int], bool], n: int, d: int, iterations: i
     return hi
 
 
+def _check_finite_after_charge(X: np.ndarray, y: np.ndarray) -> None:
+    """X and y are private: whether they are finite is checked once the run is charged (docs/mechanisms.md)."""
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError("X and y must be finite (no NaN or infinity) (refused after the charge, which stays "
+                         "spent: the check depends on the data)")
+
+
 class ShufflePGD(Mechanism):
     """Shuffle-private projected gradient descent (P_GD) charged once per run.
 
@@ -365,9 +372,7 @@ class ShufflePGD(Mechanism):
                                                    noise_bits)
         receipt = self._charge_run(total_eps, delta, partition,
                                    f"P_GD: {how}; n={n}, d={d}, levels={levels}, noise_bits={noise_bits}")
-        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):  # private values: refused once charged
-            raise ValueError("X and y must be finite (no NaN or infinity) (refused after the charge, which stays "
-                             "spent: the check depends on the data)")
+        _check_finite_after_charge(X, y)
         first_kept = _FIRST_KEPT[average](iterations)
         iterate_sum = np.zeros(d)
         for it in range(iterations):
