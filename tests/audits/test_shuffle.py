@@ -83,9 +83,10 @@ def test_release_audit_drives_the_default_method_and_inverts_to_the_count():
 @pytest.mark.slow
 def test_release_audit_reaches_ninety_percent_of_its_ceiling():
     result = ShuffleBitSumReleaseAudit(2.0, 1e-5, n_users=200).run(20_000, seed=1)
-    # The planned test and the held-out choice share α (Bonferroni), so the bound sits a little lower.
+    # The planned test and the held-out choice share α (Bonferroni: each at α/2) while the ceiling
+    # is at α, so the bound sits lower than before the split (measured 0.84 of the ceiling, seed 1).
     assert result.verdict == "consistent" and result.holdout_runs == 4000 and result.candidates == 2
-    assert result.epsilon_lower_bound >= 0.85 * result.ceiling
+    assert result.epsilon_lower_bound >= 0.8 * result.ceiling
 
 
 def test_halved_count_noise_keeps_the_public_gamma_and_draws_a_quarter_of_the_variance():
