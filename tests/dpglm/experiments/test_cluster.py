@@ -104,6 +104,7 @@ def test_sweep_and_audit_on_a_real_cluster_match_this_process(cluster, tmp_path,
     assert main([*AUDIT, "--address", address, "--out", str(tmp_path / "audit-cluster")]) == 0
     err = capsys.readouterr().err
     sys.__stderr__.write(err)
-    assert _record(tmp_path / "audit-cluster" / "laplace-eps1.json") == \
-        _record(tmp_path / "audit-serial" / "laplace-eps1.json")
+    # Each audit command writes into its own subfolder of --out (audits/command.py): OUT/laplace.
+    assert _record(tmp_path / "audit-cluster" / "laplace" / "laplace-eps1.json") == \
+        _record(tmp_path / "audit-serial" / "laplace" / "laplace-eps1.json")
     assert f"dask at {address}" in err and "ran in 2 process(es)" in err
