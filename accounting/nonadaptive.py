@@ -12,7 +12,12 @@ gives 14.59.
 How the charges are composed (each charge as the ledger recorded it, under the
 ledger's relation; partitions are composed sequentially, an upper bound):
 
-- **PLD** (dp-accounting, add/remove reading of the pair forms, discretisation
+- **GDP**, if every charge is a plain μ-GDP charge: exactly √(Σμᵢ²)-GDP
+  (Dong, Roth & Su 2022, Corollary 3.3: G_μ₁ ⊗ G_μ₂ = G_√(μ₁²+μ₂²)), converted
+  through the Gaussian tradeoff curve (:func:`accounting.gdp.gdp_to_approx_certified`),
+  tighter than any discretised PLD of the same charges and with no dp-accounting import
+  (a private bandit's pool charges only GDP).
+- else **PLD** (dp-accounting, add/remove reading of the pair forms, discretisation
   10⁻⁴), if every charge has one: an event's pair form; GDP μ as
   ``GaussianDpEvent(1/μ)`` (z rounded down); pure ε and (ε, δ) charges
   through their privacy-parameter PLD (the worst pair with those parameters,
@@ -81,7 +86,9 @@ def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
     charges = list(_charges(ledger))
     eps = Fraction(0)
     if charges:
-        figure = _pld_figure(charges, target)
+        figure = _gdp_figure(charges, target)
+        if figure is None:
+            figure = _pld_figure(charges, target)
         eps = _rdp_figure(charges, target) if figure is None else figure
     result = ApproxDP(eps if odometer is None else min(eps, odometer), target)
     ledger._nonadaptive_cache = ((ledger._seq, target), result)
@@ -90,6 +97,18 @@ def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
 
 def _where(seq: int, path: str, charged: Cost) -> str:
     return f"charge #{seq} on account {account_name(path)!r} ({charged})"
+
+
+def _gdp_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction | None:
+    """ε at δ of √(Σμᵢ²)-GDP if every charge is a plain GDP charge, else None (module docstring)."""
+    if not all(isinstance(charged, GDP) and not (from_event and event is not None)
+               for _seq, _path, charged, event, from_event in charges):
+        return None
+    from accounting.gdp import gdp_to_approx_certified
+
+    mu_squared = sum((charged.mu_squared for _seq, _path, charged, _event, _from in charges
+                      if isinstance(charged, GDP)), Fraction(0))
+    return gdp_to_approx_certified(mu_squared, delta)
 
 
 def _pld_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction | None:

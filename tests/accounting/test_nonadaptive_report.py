@@ -95,3 +95,27 @@ def test_the_root_account_has_one_name_everywhere():
         Ledger(PureDP(1)).charge(PureDP(2), mechanism="m")
     with pytest.raises(ValueError, match="account '<root>' has no budget left"):
         ledger.split({"again": 1})
+
+
+def test_gdp_charges_compose_exactly_and_beat_their_discretised_pld():
+    # Three GDP charges compose to sqrt(0.3² + 0.4² + 1.2²) = 1.3-GDP exactly (Dong, Roth & Su,
+    # Corollary 3.3); the figure is that Gaussian's ε at δ, read here from its closed-form curve
+    # δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2), certified (rounded up, never below it), and
+    # dp-accounting's PLD of the same Gaussian is no lower beyond that rounding (1e-8).
+    from math import exp
+
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    delta = 1e-5
+    ledger = Ledger(ApproxDP(20, 1e-3))
+    pool = ledger.split({"pool": 1}, currency={"pool": "gdp"})["pool"]
+    for mu in (0.3, 0.4, 1.2):
+        pool.charge(GDP(mu), mechanism="m")
+    figure = float(ledger.guarantee(delta, nonadaptive=True).eps)
+    mu = 1.3
+    closed = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 50)
+    assert closed - 1e-9 <= figure == pytest.approx(closed, rel=1e-6)
+    pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(dp_accounting.GaussianDpEvent(1 / mu))
+    assert figure <= pld.get_epsilon(delta) + 1e-8
