@@ -106,15 +106,16 @@ def test_processes_killed_with_sigkill_never_overspend_and_every_receipt_is_jour
     _create(pg_url, budget)
     rng = np.random.default_rng(21)
     procs = {name: _start(pg_url, name, per_worker, tmp_path / f"{name}.txt") for name in workers}
-    killed = workers[:n_killed]
     while _committed(sql, pg_url) < 2 * n_workers:  # everyone is connected and charging
         time.sleep(0.01)
-    for name in killed:
-        time.sleep(float(rng.uniform(0.0, 0.002 * budget)))
+    for name in workers[:n_killed]:
+        # kills spread over about a fifth of the run; on an idle machine a worker may still have
+        # finished first (the budget spent), so what counts as killed is read from the exit codes
+        time.sleep(float(rng.uniform(0.0, 0.0005 * budget)))
         procs[name].kill()
     outputs = {name: _finish(proc, tmp_path / f"{name}.txt") for name, proc in procs.items()}
-    for name in killed:
-        assert procs[name].exitcode == -signal.SIGKILL
+    killed = [name for name in workers[:n_killed] if procs[name].exitcode == -signal.SIGKILL]
+    assert killed, "no worker was killed while it was charging: the test checked nothing about kills"
     for name in set(workers) - set(killed):
         assert procs[name].exitcode == 0
         assert outputs[name].startswith("refused 1")  # it stopped because the budget was spent
