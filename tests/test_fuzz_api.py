@@ -138,6 +138,8 @@ KINDS: dict[str, Callable[[object], bool]] = {
     "atleast1": _in(1.0, math.inf),
     "int": _int_in(1, 2**53),  # a count or a size: beyond 2**53 a float cannot hold it
     "int2": _int_in(2, 2**53),
+    "steps3": _int_in(3, 2**53),  # a BAI step budget with K = 3 arms: each arm is pulled once first
+    "runs3": _int_in(1, 10**7 // 3),  # lockstep BAI runs with K = 3 arms (dpglm._validation.check_n_runs)
     "exact": lambda value: KINDS["nonneg"](value) or (_int_in(0)(value)),  # exact costs: any int >= 0
     "zero": _int_in(0, 0),  # the only valid round or arm index in the call made
     "never": lambda value: False,  # a generator, an account, an array of a fixed shape, a choice of names
@@ -365,7 +367,7 @@ def _envs_and_bai() -> list[Target]:
                {"mu": mu, "epsilon": 1.0, "delta": 0.1},
                {"mu": "never", "epsilon": "positive|inf", "delta": "probability"}),
         Target("DPTopTwo.run", lambda kw: DPTopTwo(mu, 1.0, 0.1).run(kw["n_runs"], _rng(), max_steps=kw["max_steps"]),
-               {"n_runs": 1, "max_steps": 50}, {"n_runs": "never", "max_steps": "never"}),
+               {"n_runs": 1, "max_steps": 50}, {"n_runs": "runs3", "max_steps": "steps3"}),
         Target("DPSE", lambda kw: DPSE(kw["mu"], kw["epsilon"], kw["delta"]), {"mu": mu, "epsilon": 1.0, "delta": 0.1},
                {"mu": "never", "epsilon": "positive", "delta": "probability"}),
         Target("EBTopTwo", lambda kw: EBTopTwo(kw["mu"], kw["delta"], beta=kw["beta"]),

@@ -43,6 +43,9 @@ def batched_parameters(
         union = math.sqrt(2.0 * math.log(2.0 * max_batches(horizon) * horizon / delta))
         gamma = 2.0 if preset == "simulation" else union
     warmup_scale = kappa * math.exp(3.0 * S) * d**2 * gamma**2 / S
+    if not math.isfinite(warmup_scale):  # a tiny S (or a huge gamma): c1 overflows before the cap could apply
+        raise ValueError(f"S={S!r} with gamma={gamma!r} gives a warm-up constant c1 = kappa e^(3S) d^2 gamma^2 / S "
+                         "that overflows a float; S is too small (or gamma too large)")
     return BatchedParameters(lam=float(lam), gamma=float(gamma), kappa=kappa,
                              width_kappa=kappa if preset == "theory" else 1.0, radius=S,
                              warmup_scale=warmup_scale)
