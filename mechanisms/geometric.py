@@ -192,6 +192,8 @@ class GeometricBatchMean(Mechanism):
         n_arms = check_size("n_arms", n_arms)
         check_memory("n_arms", n_arms, 8 * 8 * n_arms, "eight arrays of one entry per arm")
         self.epsilon = check_positive("epsilon", epsilon)
+        if not math.isfinite(1.0 / self.epsilon):  # a subnormal ε: no float Laplace scale 1/ε exists
+            raise ValueError(f"epsilon={self.epsilon!r} is too small: its Laplace scale 1/epsilon overflows a float")
         # The charge PureDP(ε) is ε read as the decimal it prints as (a numpy scalar in its own
         # precision, accounting.validation.check_exact); the noise scale is the smallest float b
         # with 1/b ≤ that ε exactly, so the real loss never exceeds it.
