@@ -186,6 +186,11 @@ class PostgresJournal:
             conn.execute("SET idle_in_transaction_session_timeout = '60s'")
             if self.read_only:
                 conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as error:
+            # the server went away between the handshake and these checks (a restart, a failover)
+            failure = self._failure(conn, error)
+            conn.close()
+            raise failure from None
         except BaseException:
             conn.close()
             raise

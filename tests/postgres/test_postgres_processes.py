@@ -17,15 +17,21 @@ from accounting.postgres_journal import PostgresJournal  # noqa: E402
 def _charge_until_refused(url, name, count, receipts):
     """A worker: its own Ledger (its own connection) charging ``PureDP(1)`` up to COUNT times.
 
-    Each granted charge's seq is written to RECEIPTS once its receipt is returned. A charge refused for a
+    Each granted charge's seq is written to RECEIPTS once its receipt is returned. An open or a charge refused for a
     lost connection is tried again; the worker stops at the first ``BudgetExceeded`` and writes its
     counts to RECEIPTS.done.
     """
     from accounting import BudgetExceeded, Ledger, PureDP
     from accounting.postgres_journal import JournalUnavailableError
 
-    ledger = Ledger.from_journal(url)
     unavailable = refused = done = 0
+    while True:  # a worker that starts while the server restarts opens again, as a user would
+        try:
+            ledger = Ledger.from_journal(url)
+            break
+        except JournalUnavailableError:
+            unavailable += 1
+            time.sleep(0.2)
     with open(receipts, "a") as out:
         while done < count:
             try:

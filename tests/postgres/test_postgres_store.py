@@ -195,6 +195,31 @@ def test_a_lost_commit_answer_is_resolved_by_reading_the_charge_id_back(pg_url, 
     store.close()
 
 
+def test_a_connection_cut_while_it_is_being_checked_is_unavailable_and_tried_again(pg_url, pg_server, monkeypatch):
+    """A server restarting between the handshake and the durability checks (CI saw it: a psycopg traceback)."""
+    store = PostgresJournal(pg_url, create=HEADER)
+    real_connect = psycopg.connect
+    to_cut = [1]
+
+    def connect_then_cut(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        if to_cut[0]:
+            to_cut[0] -= 1
+            with real_connect(pg_server.url, autocommit=True) as admin:  # waits until the backend is gone
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.info.backend_pid,))
+        return conn
+
+    monkeypatch.setattr(psycopg, "connect", connect_then_cut)
+    with pytest.raises(JournalUnavailableError, match="server connection was lost"):
+        PostgresJournal(pg_url)  # an open: one line, the caller may try again
+    to_cut[0] = 1
+    with real_connect(pg_server.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (store._conn.info.backend_pid,))
+    assert charge(store, 1) == [1]  # a charge: its first new connection is cut too, its second is used
+    assert store.reconnects == 1 and to_cut == [0]
+    store.close()
+
+
 def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_url, monkeypatch):
     """The store contract (accounting/store.py): a row committed but not acknowledged is counted later."""
     store = PostgresJournal(pg_url, create=HEADER)
