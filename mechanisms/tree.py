@@ -298,13 +298,16 @@ class NodeNoise:
     """
 
     def __init__(self, rng: np.random.Generator, sigma: float, sensitivity: float, shape: tuple[int, ...],
-                 rows: int = 1, nodes: int = 2**16) -> None:
+                 rows: int = 1, nodes: int = 2**16, node_bound: float = math.inf) -> None:
         self.shape, self.sigma = shape, sigma
         self.entries = int(np.prod(shape))
         # ``rows`` nodes moved by one element together (factorization: all T rows of Cx) round jointly.
         self.lattice = GaussianLattice(sigma, sensitivity, self.entries * rows)
         self.grid = self.lattice.grid
         self._inverse = 1.0 / self.grid  # a power of two: x·(1/g) = x/g exactly
+        # Nodes whose entries are at most ``node_bound`` (a sum of checked elements) cannot overflow
+        # node/g: vouched once here, :meth:`noisy` then skips its per-node finiteness check.
+        self._units_vouched = node_bound * self._inverse < 2.0**1000
         # Blocks of ~2^16 draws (the sampler's per-call cost amortised), never more than ``nodes`` nodes' worth.
         per_block = max(1, min(int(nodes), 2**16 // self.entries))
         self.stream = NoiseStream(self.lattice, rng, block=self.entries * per_block)
@@ -326,10 +329,16 @@ class NodeNoise:
 
     def noisy(self, node: FloatArray) -> FloatArray:
         """fl(g·rint(node/g) + node noise): one float-safe noisy node."""
-        units = np.rint(node * self._inverse)
-        if not math.isfinite(float(units.sum())):
+        noisy: FloatArray = np.rint(node * self._inverse)
+        if not self._units_vouched and not math.isfinite(float(noisy.sum())):
             raise ValueError(f"x is too large for the noise grid {self.grid!r} (|x|/grid overflows a float)")
-        noisy: FloatArray = units * self.grid + self.noise(1)[0]
+        noisy *= self.grid  # in place: the same products, one array fewer
+        at = self._at
+        if at < self._ready.shape[0]:
+            self._at = at + 1
+            noisy += self._ready[at]
+        else:
+            noisy += self.noise(1)[0]
         return noisy
 
 
@@ -442,8 +451,13 @@ class ContinualRelease(Mechanism, abc.ABC):
         noise = getattr(self, "_nodes", None)
         if noise is None or noise.sigma != self.sigma:
             node_sensitivity = self.charged_sensitivity if sensitivity is None else sensitivity
-            noise = self._nodes = NodeNoise(self.rng, self.sigma, node_sensitivity, self.shape, rows, self.horizon)
+            noise = self._nodes = NodeNoise(self.rng, self.sigma, node_sensitivity, self.shape, rows, self.horizon,
+                                            self._node_bound())
         return noise
+
+    def _node_bound(self) -> float:
+        """A bound on every entry of a node (for :class:`NodeNoise`'s overflow check); ∞ unless a subclass knows one."""
+        return math.inf
 
     def noise_variance(self, t: int) -> float:
         """Per-entry (diagonal) variance of the noise in the t-th release, σ²·(weight at t); off-diagonal: half."""
@@ -536,11 +550,19 @@ class BinaryTreeMechanism(ContinualRelease):
         element = self._elements.check(x, self.t)
         self.t += 1
         level = (self.t & -self.t).bit_length() - 1
-        node = self._exact[:level].sum(axis=0) + element
-        self._exact[:level] = 0.0
-        self._noisy[:level] = 0.0
-        self._exact[level] = node
-        self._noisy[level] = self._node_noise().noisy(node)
+        exact, noisy = self._exact, self._noisy
+        if level:
+            node = exact[:level].sum(axis=0) + element
+            exact[:level] = 0.0
+            noisy[:level] = 0.0
+        else:  # an odd t: the node is the element alone
+            node = element
+        exact[level] = node
+        noisy[level] = self._node_noise().noisy(node)
         # Vouched (Mechanism._release): a sum of noisy nodes, each a checked finite element sum rounded to
         # the grid plus node noise checked finite a block at a time (NodeNoise.noise); no per-value check.
-        return self._release(self._noisy.sum(axis=0), self.receipt, vouched=True)
+        return self._release(noisy.sum(axis=0), self.receipt, vouched=True)
+
+    def _node_bound(self) -> float:
+        """A node sums at most T checked elements, each entry at most the accepted norm (twice: float slack)."""
+        return 2.0 * self.horizon * self._elements.accepted_norm
