@@ -70,6 +70,7 @@ class _Split:
     weights: dict[str, Fraction]
     currencies: dict[str, Currency]
     children: dict[str, Account]
+    partition: PartitionKey = None
     claimed: bool = False
 
 
@@ -77,45 +78,66 @@ class Account(Uncopyable):
     """A named budget in one currency; made by :meth:`Ledger.split` or :meth:`Account.split`.
 
     ``budget``, ``spent`` and ``remaining`` are costs in :attr:`currency`;
-    ``spent`` counts both charges (parallel composition across partition keys)
-    and the budgets allocated to child accounts. An account cannot be copied
-    or pickled (:mod:`accounting.uncopyable`).
+    ``spent`` counts both charges and the budgets allocated to child accounts.
+    Charges and allocations under one partition key share that key's bucket;
+    buckets of distinct keys compose by max, and partition=None charges and
+    allocations add to all (:mod:`accounting.ledger`, "Parallel composition").
+    :attr:`partition` is the key this account was allocated under by its
+    parent (None: sequentially). An account cannot be copied or pickled
+    (:mod:`accounting.uncopyable`).
     """
 
     _what = "ledger Account"
 
     def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
-                 share: Vector, orders: tuple[Fraction, ...] = ORDERS) -> None:
+                 share: Vector, orders: tuple[Fraction, ...] = ORDERS, partition: PartitionKey = None) -> None:
         self._ledger = ledger
         self.path = path
         self.name = path.rsplit("/", 1)[-1] if path else ""
         self.currency: Currency = currency
         self.parent = parent
+        self.partition: PartitionKey = partition  # the parent's bucket this account's share was taken from
         self._budget = budget
         self._share = share  # what the parent gave, in the parent's currency
         self._orders = orders if currency == "rdp" else ORDERS  # the Rényi orders an rdp account holds
         self._zero: Vector = tuple(Fraction(0) for _ in budget) if currency == "rdp" else ZERO
         self._sequential: Vector = self._zero  # partition=None charges (excluding allocations)
-        self._allocated: Vector = self._zero  # budgets handed to children
-        self._partitions: dict[PartitionKey, Vector] = {}
+        self._allocated: Vector = self._zero  # budgets handed to children sequentially (partition=None)
+        self._partitions: dict[PartitionKey, Vector] = {}  # charges by partition key
         self._widest: Vector = self._zero  # component-wise max over self._partitions (sums only grow)
+        self._funded: dict[PartitionKey, Vector] = {}  # budgets handed to children under a partition key
+        self._bucket_widest: Vector = self._zero  # component-wise max over keys of charges + funded (sums only grow)
         self._splits: list[_Split] = []  # journalled splits of this account, in seq order
         self.children: dict[str, Account] = {}
         self._usage: dict[tuple[bool, str], _Usage] = {}
         self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
 
     # ----- state -------------------------------------------------------------------------------
+    def _bucket(self, partition: PartitionKey) -> Vector:
+        """Charges plus allocations under the key ``partition`` (not None)."""
+        return add(self._partitions.get(partition, self._zero), self._funded.get(partition, self._zero))
+
     def _spent_vector(self, partition: PartitionKey = None, extra: Vector | None = None) -> Vector:
-        """Σ(partition=None charges) + allocations + max over keys of Σ(charges with that key).
+        """Σ(partition=None charges and allocations) + max over keys k of Σ(charges and allocations under k).
 
         With ``extra``, the spend as it would be after charging ``extra`` under ``partition``.
         """
         sequential = add(self._sequential, self._allocated)
         extra = self._zero if extra is None else extra
         if partition is None:
-            return add(add(sequential, extra), self._widest)
-        grown = add(self._partitions.get(partition, self._zero), extra)
-        return add(sequential, widest(self._widest, grown))
+            return add(add(sequential, extra), self._bucket_widest)
+        grown = add(self._bucket(partition), extra)
+        return add(sequential, widest(self._bucket_widest, grown))
+
+    def _room(self, partition: PartitionKey) -> Vector:
+        """The largest charge (or allocation) that fits under ``partition``, as a vector.
+
+        max(other keys, this key + x) <= budget - sequential  <=>  x <= budget - sequential - this key
+        (the other keys already fit).
+        """
+        if partition is None:
+            return sub(self._budget, self._spent_vector())
+        return sub(self._budget, add(add(self._sequential, self._allocated), self._bucket(partition)))
 
     @property
     def orders(self) -> tuple[Fraction, ...]:
@@ -143,12 +165,7 @@ class Account(Uncopyable):
         """The largest charge that still fits under ``partition``."""
         partition = check_partition(partition)
         with self._ledger._fresh():
-            if partition is None:
-                return self.remaining
-            # max(other keys, this key + x) <= budget - sequential  <=>  x <= budget - sequential - this key
-            # (the other keys already fit).
-            spent = add(add(self._sequential, self._allocated), self._partitions.get(partition, self._zero))
-            return as_cost(sub(self._budget, spent), self.currency, self._orders)
+            return as_cost(self._room(partition), self.currency, self._orders)
 
     @property
     def relation(self) -> Relation:
@@ -247,6 +264,7 @@ class Account(Uncopyable):
             grown = add(self._partitions.get(partition, self._zero), vector)
             self._partitions[partition] = grown
             self._widest = widest(self._widest, grown)
+            self._bucket_widest = widest(self._bucket_widest, self._bucket(partition))
         usage = self._usage.setdefault((analysis, note if analysis else mechanism),
                                        _Usage(sequential=self._zero, widest=self._zero))
         usage.count += 1
@@ -259,7 +277,7 @@ class Account(Uncopyable):
 
     # ----- splitting ---------------------------------------------------------------------------
     def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
-              curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
+              curves: Mapping[str, RDP] | None = None, *, partition: PartitionKey = None) -> dict[str, Account]:
         """Divide the remaining budget into named child accounts, in proportion to ``weights``.
 
         Parameters
@@ -277,6 +295,14 @@ class Account(Uncopyable):
             holds the orders it lists; it must convert to at most the share
             (checked). Default: one held order from the share
             (:func:`accounting.rdp.held_for_share`, docs/accounting.md).
+        partition : None, str or int
+            Parallel-composition key of the allocation. None: the children divide
+            :attr:`remaining` and the allocation adds to every key's spend. A key:
+            the children divide :meth:`remaining_in` ``(partition)`` and the
+            allocation counts in this account's bucket for that key, so children
+            (and charges) under distinct keys compose by max. The caller asserts
+            that what is charged under distinct keys, here or in the children,
+            touches disjoint users (docs/accounting.md, "Parallel composition").
 
         Returns
         -------
@@ -290,31 +316,33 @@ class Account(Uncopyable):
         """
         exact_weights, currencies = check_weights(weights, currency, self.currency)
         exact_curves = check_curves(curves, currencies, self.currency)
+        partition = check_partition(partition)
         ledger = self._ledger
         with ledger._lock:
             with ledger._transaction() as transaction:  # others' splits are replayed before the lookup
-                recorded = self._recorded_split(exact_weights, currencies)
+                recorded = self._recorded_split(exact_weights, currencies, partition)
                 if recorded is not None:
                     return recorded
-                remaining = sub(self._budget, self._spent_vector())
+                remaining = self._room(partition)
                 if exhausted(remaining, self.currency, self._orders):
-                    raise ValueError(f"account {account_name(self.path)!r} has no budget left to split")
+                    under = "" if partition is None else f" under partition {partition!r}"
+                    raise ValueError(f"account {account_name(self.path)!r} has no budget left to split{under}")
                 planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves, self._orders)
                 seq = ledger._append(transaction, "split", self.path,
-                                     lambda: split_payload(exact_weights, currencies, planned))
+                                     lambda: split_payload(exact_weights, currencies, planned, partition))
             ledger._seq = seq
-            children = self._apply_split(exact_weights, currencies, planned)
+            children = self._apply_split(exact_weights, currencies, planned, partition)
             self._splits[-1].claimed = True
             return dict(children)
 
-    def _recorded_split(self, weights: dict[str, Fraction],
-                        currencies: dict[str, Currency]) -> dict[str, Account] | None:
+    def _recorded_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency],
+                        partition: PartitionKey) -> dict[str, Account] | None:
         """The journalled split with these names, claimed by this call; None if the names are new.
 
-        A split is identified by (this account, names, weights, currencies). A
-        journalled split with the same names that this ledger has not returned
-        yet (replayed at open, or made by another process) is returned if its
-        weights and currencies match and refused with
+        A split is identified by (this account, names, weights, currencies,
+        partition key). A journalled split with the same names that this ledger
+        has not returned yet (replayed at open, or made by another process) is
+        returned if the rest matches and refused with
         :class:`~accounting.journal.JournalMismatchError` if not; names this
         ledger already split off are a ``ValueError``.
         """
@@ -325,35 +353,56 @@ class Account(Uncopyable):
             if split.claimed:
                 clash = [name for name in weights if name in split.weights]
                 raise ValueError(f"weights: account {account_name(self.path)!r} already has children {clash}")
-            if names != set(split.weights) or split.weights != weights or split.currencies != currencies:
+            if (names != set(split.weights) or split.weights != weights or split.currencies != currencies
+                    or split.partition != partition):
                 raise JournalMismatchError(
                     f"journal {self._ledger.journal_path}: split #{number} of account {account_name(self.path)!r} "
-                    f"was {describe_split(split.weights, split.currencies)}, now {describe_split(weights, currencies)}"
+                    f"was {describe_split(split.weights, split.currencies, split.partition)}, "
+                    f"now {describe_split(weights, currencies, partition)}"
                 )
             split.claimed = True
             return dict(split.children)
         return None
 
-    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency],
-                     planned: Plan) -> dict[str, Account]:
+    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency], planned: Plan,
+                     partition: PartitionKey = None) -> dict[str, Account]:
         children = {}
         for name, (share, budget, orders) in planned.items():
             path = f"{self.path}/{name}" if self.path else name
-            child = Account(self._ledger, path, currencies[name], budget, self, share, orders)
+            child = Account(self._ledger, path, currencies[name], budget, self, share, orders, partition)
             self.children[name] = child
             self._ledger._accounts[path] = child
-            self._allocated = add(self._allocated, share)
+            if partition is None:
+                self._allocated = add(self._allocated, share)
+            else:
+                self._funded[partition] = add(self._funded.get(partition, self._zero), share)
             children[name] = child
-        self._splits.append(_Split(weights, currencies, children))
+        if partition is not None:
+            self._bucket_widest = widest(self._bucket_widest, self._bucket(partition))
+        self._splits.append(_Split(weights, currencies, children, partition))
         return children
 
     # ----- what was really used -----------------------------------------------------------------
     def _used_vector(self) -> Vector:
-        """Charges plus what the children really used, converted to this currency."""
-        used = add(self._sequential, self._widest)
+        """Charges plus what the children really used, converted to this currency.
+
+        Like the spend: the use under each partition key (its charges and its
+        children's use) composes by max across keys; the rest adds.
+        """
+        used = self._sequential
+        keyed = dict(self._partitions)
         for child in self.children.values():
-            used = add(used, child._used_in_parent())
-        return used
+            child_used = child._used_in_parent()
+            if child.partition is None:
+                used = add(used, child_used)
+            else:
+                keyed[child.partition] = add(keyed.get(child.partition, self._zero), child_used)
+        if not self._funded:
+            return add(used, self._widest)
+        top = self._zero
+        for vector in keyed.values():
+            top = widest(top, vector)
+        return add(used, top)
 
     def _used_in_parent(self) -> Vector:
         used = self._used_vector()
@@ -394,9 +443,15 @@ class Account(Uncopyable):
 
     @property
     def allocated(self) -> Cost:
-        """The budgets handed to child accounts by :meth:`split` (in this account's currency)."""
+        """The budgets handed to child accounts by :meth:`split` (in this account's currency).
+
+        Allocations under distinct partition keys compose by max.
+        """
         with self._ledger._fresh():
-            return as_cost(self._allocated, self.currency, self._orders)
+            top = self._zero
+            for vector in self._funded.values():
+                top = widest(top, vector)
+            return as_cost(add(self._allocated, top), self.currency, self._orders)
 
     @property
     def charged(self) -> Cost:

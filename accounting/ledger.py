@@ -12,10 +12,14 @@ Rules (docs/design.md, accounting/; docs/references.md, "Privacy definitions and
   composition: zCDP accounts halt before Σρ exceeds ρ_max (Feldman–Zrnic 2021;
   Whitehouse et al. 2023); pure/approx accounts use the basic filter Σε ≤ ε,
   Σδ ≤ δ (Rogers et al. 2016).
-- **Parallel composition.** ``spent = Σ(charges with partition=None) +
-  max over keys k of Σ(charges with partition=k)`` component-wise (ε and δ,
-  or ρ and δ). Charges with different keys must touch disjoint users; the
-  caller asserts that by choosing the keys.
+- **Parallel composition.** ``spent = Σ(charges and allocations with
+  partition=None) + max over keys k of Σ(charges and allocations with
+  partition=k)`` component-wise (ε and δ, or ρ and δ; order by order for an
+  RDP curve). An allocation is a split's children's shares
+  (``split(..., partition=k)`` funds them from :meth:`Account.remaining_in`);
+  what such a child really used counts in bucket k of its parent. Charges and
+  child accounts with different keys must touch disjoint users; the caller
+  asserts that by choosing the keys (McSherry 2009; docs/accounting.md, "Parallel composition").
 - **Splits** divide the account's *remaining* budget in proportion to the
   weights, exactly; the allocation counts as spent on the parent. How a child
   of another currency is funded: :mod:`accounting.split`.
@@ -262,9 +266,9 @@ class Ledger(Uncopyable):
         return self.root.remaining
 
     def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
-              curves: Mapping[str, RDP] | None = None) -> dict[str, Account]:
-        """Split the total budget; see :meth:`Account.split`."""
-        return self.root.split(weights, currency, curves)
+              curves: Mapping[str, RDP] | None = None, *, partition: PartitionKey = None) -> dict[str, Account]:
+        """Split the total budget (under ``partition``, what fits under that key); see :meth:`Account.split`."""
+        return self.root.split(weights, currency, curves, partition=partition)
 
     def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",
                partition: PartitionKey = None, note: str = "") -> Receipt:

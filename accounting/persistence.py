@@ -6,8 +6,10 @@ journal restores the very same spend (docs/accounting.md, docs/threat-model.md):
 
 - ``"split"``: the exact weights, the children's currencies, and each child's
   share and budget as planned (:mod:`accounting.split`), and for an rdp child
-  the orders it holds (``"orders"``, journal format 3); replay applies the
-  recorded plan rather than planning again.
+  the orders it holds (``"orders"``, journal format 3); for a split under a
+  partition key, the key (``"partition"``, a str or an int, journal format 3;
+  a row without it is a partition=None split); replay applies the recorded plan
+  rather than planning again.
 - ``"charge"`` / ``"analysis"``: the cost as requested, the cost as charged (in
   the account's currency, under the ledger's relation), mechanism, relation,
   partition key, note, and, for a dp-accounting event, its pair form
@@ -28,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from accounting.chargeable import PartitionKey
+from accounting.chargeable import PartitionKey, check_partition
 from accounting.costs import ORDERS, Cost, check_orders, cost_from_dict, cost_to_dict
 from accounting.journal import JournalMismatchError
 from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
@@ -44,18 +46,20 @@ SERVICE_KINDS = ("stopped", "restored")
 """Rows that spend nothing: a policy's clean stop and its restore (docs/service.md)."""
 
 
-def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan) -> dict[str, Any]:
-    """The journal form of a split: exact weights, currencies, and each child's share and budget."""
+def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan,
+                  partition: PartitionKey = None) -> dict[str, Any]:
+    """The journal form of a split: exact weights, currencies, each child's share and budget, its partition key."""
     return {
         "weights": {name: str(w) for name, w in weights.items()},
         "currency": dict(currencies),
         "children": {name: {"share": [str(x) for x in s], "budget": [str(x) for x in b]}
                      | ({"orders": [str(x) for x in o]} if currencies[name] == "rdp" else {})
                      for name, (s, b, o) in planned.items()},
-    }
+    } | ({} if partition is None else {"partition": partition})
 
 
-def read_split(payload: Mapping[str, Any], seq: int) -> tuple[dict[str, Fraction], dict[str, Currency], Plan]:
+def read_split(payload: Mapping[str, Any],
+               seq: int) -> tuple[dict[str, Fraction], dict[str, Currency], Plan, PartitionKey]:
     """Inverse of :func:`split_payload` (``seq`` names the journal event in errors)."""
     weights = {name: Fraction(w) for name, w in payload["weights"].items()}
     currencies: dict[str, Currency] = {}
@@ -67,7 +71,11 @@ def read_split(payload: Mapping[str, Any], seq: int) -> tuple[dict[str, Fraction
     planned: Plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]),
                             check_orders([Fraction(x) for x in c["orders"]]) if "orders" in c else ORDERS)
                      for name, c in payload["children"].items()}
-    return weights, currencies, planned
+    try:
+        partition = check_partition(payload.get("partition"))
+    except TypeError as why:
+        raise JournalMismatchError(f"journal event {seq}: {why}") from None
+    return weights, currencies, planned, partition
 
 
 def charge_payload(cost: Cost, charged: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,

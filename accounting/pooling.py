@@ -10,6 +10,13 @@ the sum of the δ shares of its accounts with any use. Converting each account
 on its own and adding the (ε, δ) also bounds the same composition, so a pool
 keeps the smaller ε of the two. The result is the realised spend (an odometer
 figure, ``docs/accounting.md``).
+
+Children that a pure or approx account split off under a partition key
+(``split(..., partition=k)``, disjoint users) are not pooled with the rest:
+each one's subtree is composed and converted on its own (pooled inside it),
+added to the account's charges under the same key, and the keys compose by
+max, ε and δ each (parallel composition, McSherry 2009). Zero-use children
+count as nothing. The pools listed are those outside such subtrees.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from typing import TYPE_CHECKING
 
 from accounting.costs import RDP, ApproxDP, Cost, Number, PureDP, as_fraction
 from accounting.rdp import curve_to_approx_certified
-from accounting.spend import ZERO, Vector, add, as_cost, as_curve, is_zero, to_approx
+from accounting.spend import ZERO, Vector, add, as_cost, as_curve, is_zero, to_approx, widest
 
 if TYPE_CHECKING:
+    from accounting.account import Account
     from accounting.ledger import Ledger
 
 __all__ = ["Pool", "pooled_guarantee", "pools"]
@@ -57,13 +65,49 @@ def pools(ledger: Ledger) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
     Only for a ledger whose budget is pure or approx (other budgets are one
     pool already). Caller holds the ledger's lock.
     """
+    return _pools_under(ledger.root)
+
+
+def _sequential_subtree(top: Account) -> list[Account]:
+    """``top`` and its descendants, depth first, without the partitioned children of pure/approx accounts."""
+    out = [top]
+    for child in top.children.values():
+        if child.partition is None or top.currency not in ("pure", "approx"):
+            out.extend(_sequential_subtree(child))
+    return out
+
+
+def _keyed(account: Account) -> Vector:
+    """A pure/approx account's max over partition keys of its charges plus its children's (ε, δ) there."""
+    if not account._funded:
+        return account._widest
+    keyed = dict(account._partitions)
+    for child in account.children.values():
+        if child.partition is not None:
+            keyed[child.partition] = add(keyed.get(child.partition, ZERO), _figure(child))
+    top = ZERO
+    for vector in keyed.values():
+        top = widest(top, vector)
+    return top
+
+
+def _figure(child: Account) -> Vector:
+    """(ε, δ) of a partitioned child's subtree, composed and converted on its own."""
+    if child.currency in ("pure", "approx"):
+        (eps, delta), found = _pools_under(child)
+        return (eps + sum((p.eps for p in found), Fraction(0)), delta + sum((p.delta for p in found), Fraction(0)))
+    return ZERO if is_zero(child._used_vector()) else child._used_in_parent()
+
+
+def _pools_under(top: Account) -> tuple[tuple[Fraction, Fraction], list[Pool]]:
+    """:func:`pools` of the pure/approx account ``top``'s subtree."""
     direct: Vector = ZERO
     vectors: dict[str, Vector] = {}
     curves: list[RDP] = []  # rdp accounts may hold different orders: pooled at the orders all of them hold
     found: dict[str, Pool] = {}
-    for account in ledger.accounts():
+    for account in _sequential_subtree(top):
         if account.currency in ("pure", "approx"):
-            direct = add(direct, add(account._sequential, account._widest))
+            direct = add(direct, add(account._sequential, _keyed(account)))
             continue
         if account.parent is None or account.parent.currency in POOLED:
             continue  # inside a pool already: counted in its top account's use

@@ -7,7 +7,9 @@ charges plus the max over partition keys), remaining, what was really used
 (ε, δ) of that use, and per mechanism the number of its charges and their
 total, composed like the account (partitions by max). Analysis-only charges (a
 theorem, not noise, e.g. paper Lemma 6.1) are marked ``[analysis]`` with their
-reason. The root account is named ``<root>`` everywhere. Below the table: the
+reason. An account its parent split off under a partition key is labelled
+``[partition k]`` (JSON ``"partition"``, null otherwise); its parent's
+allocated column composes the keys by max. The root account is named ``<root>`` everywhere. Below the table: the
 filter (the claim), the odometer, and the non-adaptive figure
 (:mod:`accounting.nonadaptive`), each labelled with when it is valid.
 """
@@ -116,6 +118,8 @@ def render_text(ledger: Ledger) -> str:
     for account in ledger.accounts():
         depth = account.path.count("/") + (1 if account.path else 0)
         label = "  " * depth + (account.name if account.path else account_name(""))
+        if account.partition is not None:
+            label += f" [partition {account.partition!r}]"
         allocated = format_cost(account.allocated) if account.children else "-"
         rows.append((label, account.currency, format_cost(account.budget), allocated, format_cost(account.charged),
                      format_cost(account.remaining), format_cost(account.used), format_cost(account.converted())))
@@ -153,6 +157,7 @@ def _account_json(account: Account) -> dict[str, Any]:
     return {
         "path": account.path,
         "name": account_name(account.path) if not account.path else account.name,
+        "partition": account.partition,
         "currency": account.currency,
         "budget": cost_json(account.budget),
         "allocated": cost_json(account.allocated),

@@ -5,7 +5,10 @@ the children's budgets here, before it takes the ledger's lock to journal and
 apply the plan (docs/accounting.md; the ledger's rules: :mod:`accounting.ledger`).
 
 - Shares are exact: child k gets ``remaining · w_k / Σw`` component-wise, so the
-  children never sum past what the parent had left.
+  children never sum past what the parent had left. ``remaining`` is the
+  parent's :attr:`~accounting.ledger.Account.remaining`, or, for a split under a
+  partition key, what still fits under that key
+  (:meth:`~accounting.ledger.Account.remaining_in`).
 - A child of the parent's currency gets its share as its budget. A pure child
   of an (ε, δ) share gets (ε, 0) and the δ stays with the parent.
 - A zCDP, GDP or RDP child of an (ε, δ) share gets the largest budget certified
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from accounting import convert, gdp, rdp
+from accounting.chargeable import PartitionKey
 from accounting.costs import ORDERS, RDP, as_fraction
 from accounting.spend import CURRENCIES, FUNDABLE, Currency, Vector, is_currency
 
@@ -118,6 +122,8 @@ def child_budget(name: str, share: Vector, currency: Currency, parent: Currency,
     return share, (rho_max, Fraction(0)), ORDERS
 
 
-def describe_split(weights: Mapping[str, Fraction], currencies: Mapping[str, str]) -> str:
-    """``{name: weight (currency), ...}``, for a journal mismatch message."""
-    return "{" + ", ".join(f"{n}: {w} ({currencies[n]})" for n, w in weights.items()) + "}"
+def describe_split(weights: Mapping[str, Fraction], currencies: Mapping[str, str],
+                   partition: PartitionKey = None) -> str:
+    """``{name: weight (currency), ...}`` and its partition key, for a journal mismatch message."""
+    under = "" if partition is None else f" under partition {partition!r}"
+    return "{" + ", ".join(f"{n}: {w} ({currencies[n]})" for n, w in weights.items()) + "}" + under
