@@ -236,8 +236,6 @@ class RarelySwitchingBandit(Policy):
         self._arm_map: np.ndarray | None = None
         self._width_sq = (params.beta**2, params.elimination_width**2)  # folded into the arm map
         self._theta_choice = np.zeros(d)
-        self._v_version = -1
-        self._v_inv = np.eye(d) / params.lam
         self._set_v_o(design_v.matrix)
         self._v_checked = design_v.version
         # An exact H (running sum of PSD leaves) lets Criterion II skip its check while a
@@ -271,10 +269,16 @@ class RarelySwitchingBandit(Policy):
         self._arm_map = None
 
     def _set_v_o(self, v_o: np.ndarray) -> None:
-        """Cache the floored ``V_o`` of θ̂_o's last refit, its inverse and whitening."""
+        """Cache the floored ``V_o`` of θ̂_o's last refit, its inverse and whitening.
+
+        ``V_o`` is the current ``V`` (construction, or a refit at the start of a round), so
+        its floored inverse is also the current ``V⁻¹`` (:meth:`_current_v_inv`, the same
+        computation): kept for it, not decomposed again.
+        """
         spectrum = FlooredSpectrum.of(v_o, self.params.floor_v)
         self._v_o = spectrum.matrix
-        self._v_o_inv = spectrum.inverse
+        self._v_o_inv = self._v_inv = spectrum.inverse
+        self._v_version = self.design_v.version
         self._v_o_whiten = spectrum.whitening
         self._arm_map = None
 
@@ -352,14 +356,18 @@ class RarelySwitchingBandit(Policy):
         # β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm, shape (K, 2)
         widths = np.sqrt(np.maximum(forms[:, 2:], 0.0))
         ucb = products[:, 0] + widths[:, 0]
+        index = int(ucb.argmax())  # line 14
         if self.counts["refits_o"]:
             # Elimination (line 13) in the metric of θ̂_o's confidence set, V_o. With
             # θ̂_o = 0 (never refitted) it keeps every arm: UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o.
+            # Eliminating only lowers UCBs, so the first maximiser stands if it survives.
             width = widths[:, 1]
             centre_o = products[:, 1]
             lcb_o = centre_o - width
-            ucb[centre_o + width < lcb_o[lcb_o.argmax()]] = -np.inf
-        index = int(ucb.argmax())  # line 14
+            best_lcb = lcb_o[lcb_o.argmax()]
+            if centre_o[index] + width[index] < best_lcb:
+                ucb[centre_o + width < best_lcb] = -np.inf
+                index = int(ucb.argmax())
         self._stage(arms, index, norm_sq, products, forms, False)
         return index
 
