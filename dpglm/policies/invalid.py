@@ -87,9 +87,17 @@ class InvalidUsers:
 
     def _screen_arms(self, arms: object) -> np.ndarray | None:
         """``arms`` valid as given, clipped, or None (skip this user); TypeError/ValueError for caller mistakes."""
+        return self._screen_norms(self._screen_shape(arms))
+
+    def _screen_shape(self, arms: object) -> np.ndarray:
+        """``arms`` as a float (K, d) array, norms unchecked; TypeError/ValueError (caller mistakes) otherwise."""
         a = arms if type(arms) is np.ndarray and arms.dtype == np.float64 else real_array("arms", arms)
         if a.ndim != 2 or a.shape[1] != self.d or a.shape[0] < 1:
             raise ValueError(f"arms must have shape (K, {self.d}) with K >= 1, got {a.shape}")
+        return a
+
+    def _screen_norms(self, a: np.ndarray) -> np.ndarray | None:
+        """The (K, d) float ``a`` valid as given (every ‖x‖ ≤ 1 + 1e-9), clipped, or None (skip this user)."""
         largest = np.einsum("ij,ij->i", a, a).max()
         if largest <= _NORM_SQ_BOUND:  # False for NaN
             return a

@@ -85,7 +85,6 @@ from accounting import Account, Ledger
 from dpglm._validation import (
     check_dimension,
     check_generator,
-    check_horizon_left,
     check_positive,
     check_round_order,
     check_size,
@@ -234,24 +233,27 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         self.preset = plan.preset
 
     def choose(self, arms: np.ndarray) -> int:
-        """Screen the user's arms (``invalid=``, :mod:`dpglm.policies.invalid`), then Alg. 2's round."""
+        """Alg. 2's round; the user's arms screened (``invalid=``, :mod:`dpglm.policies.invalid`) on the way.
+
+        The unit-ball check is the one the round makes anyway (``‖x‖²`` is among its
+        quadratic forms); only arms that fail it are screened (:meth:`_outside_ball`).
+        """
         if self._skipping:
             check_round_order(True, "choose")
-        if self.invalid != "raise":
-            screened = self._screen_arms(arms)
-            if screened is None:
-                return self._skip_choose()
-            arms = screened
         return super().choose(arms)
 
-    def _skip_choose(self) -> int:
-        """A skipped user: the round's refits as usual, then the public arm 0 and nothing staged."""
-        check_round_order(self._pending, "choose")
-        if self.t >= self._limit:
-            check_horizon_left(self.t, int(self._limit))
-        self._start_round()
-        self._skipping = True
-        return 0
+    def _check_arms(self, arms: np.ndarray) -> np.ndarray:
+        """Type and shape (the caller's mistakes raise); with ``invalid != "raise"`` the norms are screened later."""
+        return super()._check_arms(arms) if self.invalid == "raise" else self._screen_shape(arms)
+
+    def _outside_ball(self, arms: np.ndarray) -> np.ndarray | None:
+        """Screen arms that fail the unit-ball check: clipped, or None (skip: the round's refits were made,
+        it plays the public arm 0 and stages nothing), or the ValueError under ``invalid="raise"``."""
+        if self.invalid == "raise":
+            return super()._outside_ball(arms)
+        screened = self._screen_norms(arms)
+        self._skipping = screened is None
+        return screened
 
     def observe(self, reward: float) -> None:
         """Screen the reward (``invalid=``); a skipped user adds a zero leaf to both trees and no row."""

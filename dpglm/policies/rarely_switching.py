@@ -346,7 +346,12 @@ class RarelySwitchingBandit(Policy):
         products, forms = self._arm_products(arms)
         norm_sq = forms[:, 0]
         if not norm_sq[norm_sq.argmax()] <= _NORM_SQ_BOUND:  # ‖x‖ > 1 or NaN (argmax finds NaN)
-            self._check_arms(arms)  # the boundary check and its ValueError
+            screened = self._outside_ball(arms)
+            if screened is None:
+                return 0
+            arms = screened
+            products, forms = self._arm_products(arms)
+            norm_sq = forms[:, 0]
         v_norm_sq = forms[:, 1]  # ‖x‖²_{V⁻¹} for every arm
         best = int(v_norm_sq.argmax())
         if v_norm_sq[best] >= self.params.exploration_threshold:  # Criterion I (line 4)
@@ -370,6 +375,14 @@ class RarelySwitchingBandit(Policy):
                 index = int(ucb.argmax())
         self._stage(arms, index, norm_sq, products, forms, False)
         return index
+
+    def _outside_ball(self, arms: np.ndarray) -> np.ndarray | None:
+        """Arms of which some seem to leave the unit ball (or are NaN): the boundary check and its ValueError.
+
+        A private subclass may clip them, or skip the user (``None``: the round plays arm 0,
+        nothing staged), after the round's refits (:class:`dpglm.policies.joint_dp.JointDPGLMBandit`).
+        """
+        return self._check_arms(arms)
 
     def _start_round(self) -> None:
         """The refits due at the start of a round, from V and H alone (Alg. 2, lines 7 and 11, moved here).
