@@ -24,8 +24,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from scipy import special
-
 from accounting.validation import check_exact
 
 if TYPE_CHECKING:
@@ -51,6 +49,8 @@ def gdp_delta(mu: float, eps: float) -> float:
     """δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) in floats (DRS 2022, Cor. 2.13); 0 for μ = 0."""
     if mu <= 0.0:
         return 0.0
+    from scipy import special  # lazily: a ledger without a gdp conversion does not import scipy (issue 26)
+
     a = -eps / mu + mu / 2.0
     b = -eps / mu - mu / 2.0
     return max(0.0, float(special.ndtr(a)) - math.exp(eps + float(special.log_ndtr(b))))

@@ -92,11 +92,8 @@ def _report(args: argparse.Namespace, env: Any, private: Any, records: dict[str,
 
 def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: dict[str, RunRecord]) -> None:
     """``regret.csv``, ``summary.json`` (with the ledger) and ``regret.png`` in ``out``."""
-    import matplotlib
     import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no backend switch, no global figure (issue 26)
 
     from dpglm.engine.results import strict_json
 
@@ -118,7 +115,8 @@ def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: 
         "ledger": json.loads(private.ledger.to_json()),
     }
     (out / "summary.json").write_text(strict_json(summary, indent=2))
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for name, rec in records.items():
         ax.plot(rounds, rec.regret, label=name)
     ax.set_xlabel("round t")
@@ -126,8 +124,7 @@ def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: 
     ax.set_title(f"probit d={D}, K={N_ARMS}, S={args.S}, ε={args.epsilon}, δ={args.delta}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "regret.png", dpi=120)
-    plt.close(fig)
+    fig.savefig(out / "regret.png", dpi=120)  # PNG through matplotlib's Agg canvas
 
 
 def run(args: argparse.Namespace) -> int:
