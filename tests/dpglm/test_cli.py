@@ -1,5 +1,9 @@
 import importlib
+import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,3 +182,32 @@ def test_format_parquet_without_pyarrow_fails_before_any_run(command, tmp_path, 
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "--format parquet needs pyarrow" in lines[0], lines
     assert not out.exists()
+
+
+def _as_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    root = Path(cli.__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_the_demo_as_a_process_exits_0_with_its_files_whole(tmp_path):
+    """``python -m dpglm.cli`` runs :func:`cli.entry` (gc frozen at the exit): the files are complete."""
+    out = tmp_path / "demo"
+    done = _as_process("-m", "dpglm.cli", "demo", "--out", str(out), "--horizon", "200", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "summary.json").read_text())["setting"]["horizon"] == 200
+    assert len((out / "regret.csv").read_text().splitlines()) == 1 + 200
+    png = (out / "regret.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png.endswith(b"IEND\xaeB`\x82")
+    refused = _as_process("-m", "dpglm.cli", "demo", "--horizon", "0", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and "--horizon" in refused.stderr
+
+
+def test_entry_exits_with_main_s_status_after_tuning_the_collector(tmp_path):
+    code = ("import atexit, gc, sys\n"
+            "from dpglm import cli\n"
+            "cli.main = lambda: 3\n"
+            "atexit.register(lambda: print(gc.get_threshold()[0], gc.get_freeze_count() > 0))\n"
+            "cli.entry()\n")
+    done = _as_process("-c", code, cwd=tmp_path)
+    assert done.returncode == 3 and done.stdout.split() == ["10000", "True"], done
