@@ -66,13 +66,20 @@ class MeanEstimator(ABC):
 
 
 class PrivateEstimator(MeanEstimator):
-    """Geometric-batch Laplace means (ε-DP per run; the policy reads Release values only)."""
+    """Geometric-batch Laplace means (ε-DP per run; the policy reads Release values only).
+
+    ``ledger``: the ledger of a single run (``n_runs`` = 1), e.g. on a journal; None: a new
+    in-memory ``PureDP(ε)`` ledger per run.
+    """
 
     private = True
 
     def __init__(self, n_runs: int, n_arms: int, epsilon: float, rng: np.random.Generator, *,
-                 eta: float, forget: bool) -> None:
-        self.ledgers = [Ledger(PureDP(as_fraction(epsilon, "epsilon"))) for _ in range(n_runs)]
+                 eta: float, forget: bool, ledger: Ledger | None = None) -> None:
+        if ledger is not None and n_runs != 1:
+            raise ValueError(f"ledger= is one run's ledger; got n_runs={n_runs}")
+        self.ledgers = [ledger] if ledger is not None else [Ledger(PureDP(as_fraction(epsilon, "epsilon")))
+                                                            for _ in range(n_runs)]
         self.mech = GeometricBatchMean([ledger.root for ledger in self.ledgers], n_arms, epsilon, rng,
                                        eta=eta, forget=forget)
         self.noisy_sum = np.zeros((n_runs, n_arms))

@@ -41,7 +41,6 @@ and what it does not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -61,39 +60,14 @@ from dpglm.bai.estimators import (
     WeightedEstimator,
 )
 from dpglm.bai.mixture_threshold import ESTIMATORS, MixtureThreshold, discrete_laplace_log_mgf, laplace_log_mgf
+from dpglm.bai.session import BAIResult, TopTwoSession, _Runs, check_session_ledger
 from dpglm.bai.thresholds import ChernoffThreshold, GammaThreshold, HeuristicThreshold, LaplaceTailThreshold
 from mechanisms.noise import laplace_scale_for
 
-__all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "TopTwoEngine", "check_mu",
+__all__ = ["BAIResult", "DPTopTwo", "EBTopTwo", "TopTwoEngine", "TopTwoSession", "check_mu",
            "eta_for_epsilon", "tracking_pulls"]
 
 _merged_ranks = merged_ranks  # the former private name, kept for callers and tests
-
-
-@dataclass
-class BAIResult:
-    """Outcome of ``n_runs`` independent runs.
-
-    ``stopping_times[r]`` is τ (or ``max_steps`` if the run was cut, then
-    ``stopped[r]`` is False); ``recommendations[r]`` the recommended arm (for a
-    cut Top Two run, the empirical best at the cut; −1 for a cut DP-SE run);
-    ``ledgers`` the per-run privacy ledgers (empty for non-private runs).
-    ``completed_pulls[r]`` (Top Two engines; None otherwise) counts only the pulls behind
-    released batches at τ, the way the AdaP-TT authors' code reports τ (``counts.sum()``);
-    ``stopping_times`` counts every pull made.
-    """
-
-    stopping_times: np.ndarray
-    recommendations: np.ndarray
-    stopped: np.ndarray
-    best_arm: int
-    ledgers: list[Ledger] = field(default_factory=list)
-    completed_pulls: np.ndarray | None = None
-
-    @property
-    def errors(self) -> int:
-        """Runs that stopped and recommended a wrong arm."""
-        return int(np.sum(self.stopped & (self.recommendations != self.best_arm)))
 
 
 def eta_for_epsilon(epsilon: float, estimator: str = "cumulative") -> float:
@@ -149,32 +123,6 @@ def _check_eta(eta: object, epsilon: float, estimator: str = "cumulative") -> fl
     if not (isinstance(eta, (int, float, np.floating)) and 0 < eta < np.inf):
         raise ValueError(f"eta must be a positive float or 'auto', got {eta!r}")
     return float(eta)
-
-
-@dataclass
-class _Runs:
-    """The engine's per-run state, arrays indexed ``[run]`` or ``[run, arm]``."""
-
-    pulls: np.ndarray  # N_{r,a}
-    leader_pulls: np.ndarray  # N^B_{r,a}: pulls of a in rounds a led
-    leader_rounds: np.ndarray  # L_{r,a}: rounds a led
-    t: np.ndarray  # steps so far
-    tau: np.ndarray  # stopping time (max_steps until stopped)
-    recommendation: np.ndarray
-    stopped: np.ndarray
-    leader: np.ndarray  # sampling leader B
-    best: np.ndarray  # empirical best ã: stopping and recommendation
-    completed: np.ndarray  # pulls behind released batches at τ
-
-    @classmethod
-    def start(cls, n_runs: int, n_arms: int, max_steps: int) -> _Runs:
-        """Every arm pulled once: N = 1, t = K."""
-        zeros = np.zeros((n_runs, n_arms), dtype=np.int64)
-        return cls(np.ones((n_runs, n_arms), dtype=np.int64), zeros, zeros.copy(),
-                   np.full(n_runs, n_arms, dtype=np.int64), np.full(n_runs, max_steps, dtype=np.int64),
-                   np.full(n_runs, -1, dtype=np.int64), np.zeros(n_runs, dtype=bool),
-                   np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64),
-                   np.full(n_runs, max_steps, dtype=np.int64))
 
 
 class TopTwoEngine:
@@ -278,41 +226,35 @@ class TopTwoEngine:
 
     # -- engine ---------------------------------------------------------------------------
     def run(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**8) -> BAIResult:
-        """Simulate ``n_runs`` independent runs in lockstep (each with its own ledger)."""
+        """Simulate ``n_runs`` independent runs in lockstep (each with its own ledger).
+
+        ``start(n_runs, rng, max_steps=max_steps).advance().result()`` (:mod:`dpglm.bai.session`).
+        """
+        return self.start(n_runs, rng, max_steps=max_steps).advance().result()
+
+    def start(self, n_runs: int, rng: np.random.Generator, *, max_steps: int = 10**8,
+              ledger: Ledger | None = None) -> TopTwoSession:
+        """``n_runs`` runs pulled once per arm, to be advanced block by block (:class:`TopTwoSession`).
+
+        ``ledger``: None (each run charges its own in-memory pure-ε ledger), or, for one run
+        of a noisy engine, the pure-ε :class:`accounting.Ledger` it charges.
+        """
         check_generator(rng)
         n_runs = check_n_runs(n_runs, self.mu.size)
-        env_rng, noise_rng, tie_rng = rng.spawn(3)
-        n_arms = self.mu.size
-        max_steps = check_max_steps(max_steps, n_arms)
-        est = self._estimator(n_runs, n_arms, noise_rng)
-        self._match_threshold_to_noise(est)
-        runs = _Runs.start(n_runs, n_arms, max_steps)
-        est.observe(runs.pulls.copy(), env_rng.binomial(1, np.broadcast_to(self.mu, (n_runs, n_arms))).astype(float))
-        active = np.arange(n_runs)
-        self._new_leaders(est, active, runs, tie_rng)
-        active = self._check(est, active, runs)
-        while active.size:
-            block = self._plan_block(est, runs, active, max_steps)
-            self._advance(runs, active, block)
-            refreshed = est.observe(*self._completed_batches(est, runs, active, env_rng))
-            changed = np.arange(n_runs)[refreshed.any(axis=1)]
-            done = np.array([], dtype=np.int64)
-            if changed.size:
-                self._new_leaders(est, changed, runs, tie_rng)
-                done = np.setdiff1d(changed, self._check(est, changed, runs))
-            cut = active[runs.t[active] >= max_steps]
-            runs.recommendation[cut] = runs.best[cut]  # what the run would recommend if it stopped now
-            active = np.setdiff1d(active, np.union1d(done, cut))
-        return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.mu)), est.ledgers,
-                         runs.completed)
+        max_steps = check_max_steps(max_steps, self.mu.size)
+        return TopTwoSession(self, n_runs, rng, max_steps, check_session_ledger(ledger, n_runs, self))
 
-    def _estimator(self, n_runs: int, n_arms: int, noise_rng: np.random.Generator) -> MeanEstimator:
-        """Geometric batches with Laplace noise (ε = ∞: without), optionally re-weighted; or exact means."""
+    def _estimator(self, n_runs: int, n_arms: int, noise_rng: np.random.Generator,
+                   ledger: Ledger | None = None) -> MeanEstimator:
+        """Geometric batches with Laplace noise (ε = ∞: without), optionally re-weighted; or exact means.
+
+        ``ledger``: the one run's ledger (:meth:`start`); None: a new pure-ε ledger per run.
+        """
         if not self.private:
             return ExactEstimator(n_runs, n_arms)
         inner: MeanEstimator = (NoiselessBatchEstimator(n_runs, n_arms, eta=self.eta) if not np.isfinite(self.epsilon)
                                 else PrivateEstimator(n_runs, n_arms, self.epsilon, noise_rng, eta=self.eta,
-                                                      forget=self.forget))
+                                                      forget=self.forget, ledger=ledger))
         return WeightedEstimator(inner, self.epsilon) if self.estimator == "weighted" else inner
 
     def _sampling_keys(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
