@@ -132,6 +132,8 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
     ----------
     family : GLMFamily or str
     d, horizon : int
+        ``horizon=None``: anytime doubling epochs (``first_horizon=1000``, ``epoch_budget="parallel"``:
+        each epoch restarts and has the whole budget; :mod:`dpglm.policies.anytime`, docs/service.md).
     S : float
         Known bound on ‖θ*‖ (radius of Θ_I).
     epsilon : float > 0
@@ -285,10 +287,15 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
 
 def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, epsilon: float | None = None,
              delta: float | None = None, rng: np.random.Generator | None = None, *, ledger: Ledger | None = None,
-             first_horizon: int = 1000, **kwargs: Any) -> Any:
-    """``JointDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`)."""
-    from dpglm.policies.anytime import DoublingEpochs
+             first_horizon: int = 1000, epoch_budget: str = "parallel", **kwargs: Any) -> Any:
+    """``JointDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`).
 
+    Each epoch restarts from scratch, so ``epoch_budget="parallel"`` (each epoch the whole budget) applies;
+    ``"sequential"`` gives epoch k the public share 1/(k(k+1)).
+    """
+    from dpglm.policies.anytime import DoublingEpochs, check_epoch_budget
+
+    check_epoch_budget(epoch_budget)
     chosen, _, _ = joint_dp_ledger(ledger, epsilon, delta)
     if not isinstance(chosen, Ledger):
         raise TypeError("ledger must be an accounting.Ledger for horizon=None")
@@ -303,4 +310,4 @@ def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, epsilon: 
         return JointDPGLMBandit(fam, d, epoch_horizon, S, rng=epoch_rng, ledger=account, **kwargs)
 
     return DoublingEpochs(build, check_dimension(d), ledger=chosen, first_horizon=first_horizon, rng=rng,
-                          reward_bound=fam.reward_bound, name="Private-GLM (anytime)")
+                          epoch_budget=epoch_budget, reward_bound=fam.reward_bound, name="Private-GLM (anytime)")

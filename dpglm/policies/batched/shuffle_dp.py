@@ -49,6 +49,8 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
     ----------
     family : GLMFamily or str
     d, horizon : int
+        ``horizon=None``: anytime doubling epochs (``first_horizon=1000``, ``epoch_budget="parallel"``:
+        each epoch restarts and has the whole budget; :mod:`dpglm.policies.anytime`, docs/service.md).
     S : float
     rng : numpy.random.Generator
         Spawned into (arm draws, mechanism noise).
@@ -161,10 +163,15 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
 
 def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, rng: np.random.Generator, *,
              ledger: Ledger | None = None, epsilon: float | None = None, delta: float | None = None,
-             first_horizon: int = 1000, **kwargs: Any) -> Any:
-    """``ShuffleDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`)."""
-    from dpglm.policies.anytime import DoublingEpochs
+             first_horizon: int = 1000, epoch_budget: str = "parallel", **kwargs: Any) -> Any:
+    """``ShuffleDPGLMBandit(horizon=None)``: doubling epochs from ``first_horizon`` (:mod:`dpglm.policies.anytime`).
 
+    Each epoch restarts from scratch, so ``epoch_budget="parallel"`` (each epoch the whole budget) applies;
+    ``"sequential"`` gives epoch k the public share 1/(k(k+1)).
+    """
+    from dpglm.policies.anytime import DoublingEpochs, check_epoch_budget
+
+    check_epoch_budget(epoch_budget)
     fam = get_family(family)
     check_generator(rng)
     # Every public argument checked now (a throwaway policy on an in-memory ledger), before any epoch's split.
@@ -177,4 +184,4 @@ def _anytime(family: GLMFamily | str, d: int, horizon: None, S: float, rng: np.r
         return ShuffleDPGLMBandit(fam, d, epoch_horizon, S, epoch_rng, ledger=account, **kwargs)
 
     return DoublingEpochs(build, check_int("d", d), ledger=chosen, first_horizon=first_horizon, rng=rng,
-                          reward_bound=fam.reward_bound, name="ShuffleDP-GLM (anytime)")
+                          epoch_budget=epoch_budget, reward_bound=fam.reward_bound, name="ShuffleDP-GLM (anytime)")
