@@ -117,7 +117,11 @@ def test_the_journal_records_the_key_and_replay_in_this_and_another_process_give
     assert [(k, a) for k, a, _ in rows] == [("charge", ""), ("split", ""), ("split", "rest"), ("charge", "rest/e1"),
                                             ("split", ""), ("charge", "epoch-2"), ("split", "epoch-2")]
     assert [p.get("partition", "absent") for p in payloads] == [None, 1, 1, None, 2, "inner", "absent"]
+    tree = json.loads(before)["accounts"]
+    assert [(c["name"], c["partition"]) for c in tree["children"]] == [("rest", 1), ("epoch-2", 2)]
+    assert [c["partition"] for c in tree["children"][1]["children"]] == [None, None]
     reopened = Ledger.from_journal(path)
+    assert "  rest [partition 1]  " in reopened.report() and "  epoch-2 [partition 2]  " in reopened.report()
     assert reopened.to_json() == before and reopened.account("rest/e1").partition == 1
     assert reopened.account("epoch-2/x").partition is None
     assert watcher.to_json() == before
