@@ -4,13 +4,15 @@
 same generators drawn in the same order, so the same numbers. A *block* is one pass
 of the lockstep loop: every active run plans its pulls up to its next refresh
 (:mod:`dpglm.bai.block_engine`), draws their Binomial rewards, feeds its estimator,
-then stops or is cut.
+then stops or is cut. Between two blocks a session with one run charging a journal
+ledger can be checkpointed and restored bit-identically (docs/service.md, "DP-TT").
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -93,8 +95,13 @@ class TopTwoSession:
 
     Made by :meth:`dpglm.bai.top_two.TopTwoEngine.start`; read :attr:`done`,
     :attr:`blocks`, :meth:`result`. With ``ledger=`` (one run, a pure-ε
-    :class:`accounting.Ledger`) the run's batches charge that ledger.
+    :class:`accounting.Ledger`) the run's batches charge that ledger; with a journal
+    under it, :meth:`checkpoint` writes the session (estimator, generators, counts; the
+    ledger by reference) and stops it, and :meth:`restore` continues it on the reopened
+    ledger (:mod:`dpglm.service.checkpoint`; docs/service.md, "DP-TT").
     """
+
+    _RELEASES = ("advance",)  # what a checkpoint stops: nothing is released after it
 
     def __init__(self, engine: TopTwoEngine, n_runs: int, rng: np.random.Generator, max_steps: int,
                  ledger: Ledger | None) -> None:
@@ -152,3 +159,28 @@ class TopTwoSession:
         runs = self.runs
         return BAIResult(runs.tau, runs.recommendation, runs.stopped, int(np.argmax(self.engine.mu)),
                          self.est.ledgers, runs.completed)
+
+    def checkpoint(self, path: str | os.PathLike[str]) -> str:
+        """Write the session to ``path``, journal its clean stop and stop it; the checkpoint's id.
+
+        Only a session started with ``ledger=`` on a journal (or one drawing no noise):
+        runs charging in-memory ledgers would get their budget again (docs/service.md).
+        """
+        from dpglm.service.checkpoint import CheckpointError, checkpoint_policy
+
+        if self.ledger is None and self.est.ledgers:
+            raise CheckpointError(f"checkpoint {os.fspath(path)}: the runs charge in-memory ledgers; start the "
+                                  "session with n_runs=1, ledger=Ledger(PureDP(eps), journal=PATH)")
+        return checkpoint_policy(self, path)
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike[str], *, ledger: Any = None) -> TopTwoSession:
+        """The session checkpointed at ``path``, continued on ``ledger`` (reopened on the same journal).
+
+        Refused as a policy's restore (:mod:`dpglm.service.checkpoint`): another journal,
+        no clean stop (a crash), a checkpoint restored before, or an older one.
+        """
+        from dpglm.service.checkpoint import restore_policy
+
+        session: TopTwoSession = restore_policy(path, ledger, cls)
+        return session

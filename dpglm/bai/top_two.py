@@ -237,7 +237,8 @@ class TopTwoEngine:
         """``n_runs`` runs pulled once per arm, to be advanced block by block (:class:`TopTwoSession`).
 
         ``ledger``: None (each run charges its own in-memory pure-ε ledger), or, for one run
-        of a noisy engine, the pure-ε :class:`accounting.Ledger` it charges.
+        of a noisy engine, the pure-ε :class:`accounting.Ledger` it charges; on a journal,
+        the session can then be checkpointed (docs/service.md, "DP-TT").
         """
         check_generator(rng)
         n_runs = check_n_runs(n_runs, self.mu.size)

@@ -12,10 +12,14 @@ The rules (each enforced inside one journal transaction, so two processes racing
 restore the same checkpoint cannot both succeed):
 
 - ``checkpoint`` is a clean stop. It refuses a round in progress (``choose`` without its
-  ``observe``), writes the file (temp file, fsync, rename), then appends a ``"stopped"``
-  row naming the checkpoint to the journal, and only then stops the policy: its
-  ``choose``/``observe`` refuse from then on, so nothing is released after the
-  checkpoint.
+  ``observe``; a DP-TT block that failed part-way), writes the file (temp file, fsync,
+  rename), then appends a ``"stopped"`` row naming the checkpoint to the journal, and
+  only then stops the policy: its ``choose``/``observe`` (a DP-TT session's ``advance``:
+  the methods named by ``_RELEASES``) refuse from then on, so nothing is released after
+  the checkpoint.
+- The state may hold one ledger only, the policy's: another ledger met in it (an
+  in-memory ledger per DP-TT run, say) is refused, since a restore would put the
+  policy's ledger in its place and the budget it holds would be granted again.
 - Checkpoints of one policy and of its restored continuations share a *lineage* id
   (made at its first checkpoint, saved in its state); the rules below compare rows of
   the same lineage only, so several policies may share one journal.
@@ -79,7 +83,7 @@ def _ledger_of(policy: Any) -> Any:
     return ledger if isinstance(ledger, Ledger) else None
 
 
-def _refuse_stopped(*_: Any) -> Any:
+def _refuse_stopped(*_: Any, **__: Any) -> Any:
     raise RuntimeError("this policy was stopped by checkpoint(); continue with Policy.restore(path, ledger=...)")
 
 
@@ -87,8 +91,8 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
     """Write ``policy`` to ``path``, journal its clean stop, stop it; the checkpoint id."""
     path = os.fspath(path)
     if getattr(policy, "_pending", None) is not None or getattr(policy, "_skipping", False):
-        raise CheckpointError(f"checkpoint {path}: a round is in progress (choose without observe); "
-                              "checkpoint between rounds")
+        raise CheckpointError(f"checkpoint {path}: a round is in progress (choose without observe, or a block "
+                              "that failed part-way); checkpoint between rounds")
     ledger = _ledger_of(policy)
     if ledger is not None and ledger.journal_id is None:
         raise CheckpointError(f"checkpoint {path}: the policy's ledger is in memory; a restored policy would be "
@@ -96,7 +100,7 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
     lineage = getattr(policy, "_checkpoint_lineage", None) or uuid.uuid4().hex  # one per policy, kept by restores
     policy._checkpoint_lineage = lineage
     try:
-        tree, arrays = encode(policy)
+        tree, arrays = encode(policy, ledger=ledger)
     except StateError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     document: dict[str, Any] = {
@@ -111,7 +115,8 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
         ledger.record_service_row("stopped", lambda rows: {"checkpoint": document["checkpoint"], "lineage": lineage,
                                                            "at_seq": document["at_seq"],
                                                            "sha256": document["sha256"]})
-    policy.choose = policy.observe = _refuse_stopped  # nothing is released after a clean stop
+    for name in getattr(policy, "_RELEASES", ("choose", "observe")):  # nothing is released after a clean stop
+        setattr(policy, name, _refuse_stopped)
     return str(document["checkpoint"])
 
 

@@ -5,14 +5,16 @@ No pickle. Each value becomes JSON, or a tagged JSON node:
 - ``ndarray`` (numeric or bool dtypes only) → a named array, saved in an ``.npz`` read
   back with ``allow_pickle=False``;
 - ``numpy.random.Generator`` → its bit generator's name, ``state`` and seed sequence;
-- ``Fraction``, numpy scalars, tuples, dicts with non-str keys, sets, enums, classes,
+- ``Fraction``, ``Decimal``, numpy scalars, tuples, dicts with non-str keys, sets, enums, classes,
   module-level functions and bound methods → tagged nodes; a closure defined in our code
   → its qualified name (its code is found in the outer function's) and its cells;
   a dict keyed by ``id()`` of its values (a mechanism's grants) → its values, rekeyed;
   a ``WeakValueDictionary`` (a cache for messages) → restored empty;
 - a registered GLM family → its name;
 - the ledger → ``{"__ledger__"}`` and an account → its path: they are not written; the
-  ledger given at restore (opened on the same journal) takes their place;
+  ledger given at restore (opened on the same journal) takes their place. Only the
+  policy's ledger is: another ledger or an account of one is refused (a restore would
+  put the policy's ledger in its place);
 - any other object whose class lives in ``dpglm``, ``mechanisms`` or ``accounting`` → its
   class and attributes (``__dict__`` and ``__slots__``), rebuilt without ``__init__``.
 
@@ -28,6 +30,7 @@ import enum
 import importlib
 import types
 import weakref
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -84,7 +87,8 @@ def _attributes(obj: Any) -> dict[str, Any]:
 
 
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
         self.arrays: dict[str, np.ndarray] = {}
         self.memo: dict[int, int] = {}
         self.keep: list[Any] = []  # ids stay valid while walking
@@ -113,6 +117,8 @@ class _Encoder:
             return {"__npscalar__": value.dtype.str, "value": value.item()}
         if isinstance(value, Fraction):
             return {"__fraction__": str(value)}
+        if isinstance(value, Decimal):
+            return {"__decimal__": str(value)}
         if isinstance(value, enum.Enum):
             return {"__enum__": _qualname(type(value)), "name": value.name}
         if isinstance(value, type):
@@ -120,6 +126,10 @@ class _Encoder:
         seen = self.ref(value)
         if seen is not None:
             return seen
+        if isinstance(value, (Ledger, Account)) and (value if isinstance(value, Ledger) else value._ledger) \
+                is not self.ledger:
+            raise StateError(f"{where}: a ledger other than the policy's (one ledger per checkpoint; a restore "
+                             "would grant its budget again)")
         if isinstance(value, Ledger):
             return {"__ledger__": True}
         from dpglm.glm import GLMFamily, get_family
@@ -212,9 +222,12 @@ def _keyed_id(value: Any) -> int:
     return id(value)
 
 
-def encode(root: Any, where: str = "policy") -> tuple[Any, dict[str, np.ndarray]]:
-    """``root`` as a JSON-able tree and its arrays; :class:`StateError` on state it does not understand."""
-    encoder = _Encoder()
+def encode(root: Any, where: str = "policy", *, ledger: Any = None) -> tuple[Any, dict[str, np.ndarray]]:
+    """``root`` as a JSON-able tree and its arrays; :class:`StateError` on state it does not understand.
+
+    ``ledger``: the one ledger the state may refer to (its accounts too); None: none.
+    """
+    encoder = _Encoder(ledger)
     return encoder.encode(root, where), encoder.arrays
 
 
@@ -232,6 +245,8 @@ class _Decoder:
             return np.dtype(node["__npscalar__"]).type(node["value"])
         if "__fraction__" in node:
             return Fraction(node["__fraction__"])
+        if "__decimal__" in node:
+            return Decimal(node["__decimal__"])
         if "__enum__" in node:
             return _resolve(node["__enum__"])[node["name"]]
         if "__type__" in node:
