@@ -123,10 +123,10 @@ def entry() -> NoReturn:
     is collected every 10,000 allocations (not 700), so importing numpy, scipy and matplotlib
     (~10⁵ long-lived objects) no longer sets off full collections over them, and ``gc.freeze``
     at the end spares the interpreter's final collections over objects the exit frees anyway
-    (together about 0.2 of the demo's 1.45 CPU s, README "Speed"; issue 26). Cyclic garbage is
-    still collected; every file a command writes is closed before it returns, and atexit
-    handlers still run. Not inside :func:`main`, which tests and notebooks call in a process
-    that goes on.
+    (together about 0.2 of the demo's 1.4 CPU s, ``python -m benchmarks.demo``; issue 26).
+    Cyclic garbage is still collected; every file a command writes is closed before it returns,
+    and atexit handlers still run. Not inside :func:`main`, which tests and notebooks call in a
+    process that goes on.
     """
     gc.set_threshold(10_000, *gc.get_threshold()[1:])
     code = main()
