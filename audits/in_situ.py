@@ -138,7 +138,7 @@ def node_noise(record: Recorded) -> np.ndarray:
     if not isinstance(tree, ContinualRelease):
         raise TypeError(f"node noise is read from a recorded tree, got {record.cls.__name__}")
     sigma = charged_sigma(tree)
-    leaves = [np.asarray(args[0], dtype=float) for method, args, _, _ in record.calls if method == "append"]
+    leaves = [_leaf(args, kwargs) for method, args, kwargs, _ in record.calls if method == "append"]
     values = [np.asarray(result.value, dtype=float) for method, _, _, result in record.calls if method == "append"]
     if not leaves:
         return np.zeros(0)
@@ -154,6 +154,13 @@ def node_noise(record: Recorded) -> np.ndarray:
     rows, cols = np.triu_indices(nodes.shape[1])
     scale = np.where(rows == cols, sigma, sigma / math.sqrt(2))
     return (nodes[:, rows, cols] / scale).reshape(-1)
+
+
+def _leaf(args: tuple[Any, ...], kwargs: dict[str, Any]) -> np.ndarray:
+    """The element an ``append`` call added: ``x``, or ``weight·x xᵀ`` for ``append(x, weight)``."""
+    x = np.asarray(args[0], dtype=float)
+    weight = args[1] if len(args) > 1 else kwargs.get("weight")
+    return x if weight is None else float(weight) * np.outer(x, x)
 
 
 @dataclass(frozen=True)

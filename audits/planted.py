@@ -274,6 +274,14 @@ class ExactGramDesign(TreeDesign):
         super().append(leaf)
         if leaf is not None:
             self._exact = self._exact + leaf
+        self._hand_exact()
+
+    def add_outer(self, x: np.ndarray, weight: float) -> None:
+        super().add_outer(x, weight)
+        self._exact = self._exact + weight * np.outer(x, x)
+        self._hand_exact()
+
+    def _hand_exact(self) -> None:
         matrix = self._exact.copy()
         matrix.setflags(write=False)
         self._matrix = matrix

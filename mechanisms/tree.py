@@ -178,6 +178,19 @@ class StreamElements:
         self._check_norm(math.sqrt(float(np.vdot(array, array))))
         return array
 
+    def outer(self, x: object, weight: float, t: int) -> FloatArray:
+        """Element number ``t + 1`` given as (x, w): ``w·x xᵀ``, checked as ``check(OuterProduct(x, w), t)`` is.
+
+        The policies' own leaves (a finite float64 vector of shape (d,), a float weight in
+        [0, ∞), a psd stream) are formed and norm-checked directly; anything else goes
+        through :class:`OuterProduct` and :meth:`check`, which refuse it with their messages.
+        """
+        if (t < self.horizon and self.psd and type(x) is np.ndarray and x.dtype == np.float64
+                and x.shape == self.shape[:1] and type(weight) is float and 0.0 <= weight < math.inf
+                and math.isfinite(float(x.dot(x)))):
+            return self._check_outer(x, weight)
+        return self.check(OuterProduct(x, weight), t)
+
     def _check_norm(self, norm: float) -> None:
         if norm > self.accepted_norm:
             kind = "Frobenius" if len(self.shape) == 2 else "L2"
@@ -534,8 +547,12 @@ class BinaryTreeMechanism(ContinualRelease):
         """The t-th release sums popcount(t) nodes: variance σ²·popcount(t)."""
         return float(bin(t).count("1"))
 
-    def append(self, x: npt.ArrayLike) -> Release:
+    def append(self, x: npt.ArrayLike, weight: float | None = None) -> Release:
         """Add element x_{t+1} and release the noisy prefix sum S_{t+1} + noise of popcount(t+1) nodes.
+
+        ``append(x, weight)`` (``psd=True``): x is a vector and the element is ``weight·x xᵀ``,
+        formed and checked here as for ``append(OuterProduct(x, weight))``, without the
+        intermediate object (the policies' V and H leaves, every round).
 
         Binary counter (Chan, Shi & Song 2011, Alg. 2): at time t with lowest set bit
         i, node i becomes the sum of nodes 0..i−1 plus x_t, with fresh noise; the
@@ -547,7 +564,7 @@ class BinaryTreeMechanism(ContinualRelease):
         ValueError
             If the horizon is exhausted or ``x`` is malformed (see ``StreamElements.check``).
         """
-        element = self._elements.check(x, self.t)
+        element = self._elements.check(x, self.t) if weight is None else self._elements.outer(x, weight, self.t)
         self.t += 1
         level = (self.t & -self.t).bit_length() - 1
         exact, noisy = self._exact, self._noisy

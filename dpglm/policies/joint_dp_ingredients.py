@@ -20,7 +20,7 @@ from accounting import ZCDP, BudgetExceeded
 from dpglm._validation import check_int
 from dpglm.policies.rarely_switching import Constraint
 from mechanisms import Release
-from mechanisms.tree import BinaryTreeMechanism, OuterProduct
+from mechanisms.tree import BinaryTreeMechanism
 
 __all__ = ["DPSGDEstimator", "NeverCalled", "TreeDesign"]
 
@@ -30,13 +30,15 @@ class TreeDesign:
 
     Every round appends exactly one leaf (zero if the round belongs to the other
     tree), so a release exists for every t. :attr:`release` is the last
-    :class:`~mechanisms.Release`; :attr:`matrix` is ``λI + release.value``.
+    :class:`~mechanisms.Release`; :attr:`matrix` is ``λI + release.value``. A leaf
+    ``w·x xᵀ`` goes to the tree as (x, w) (:meth:`add_outer`), which forms and checks it
+    itself (no eigenvalue test, no intermediate object).
     """
 
     def __init__(self, tree: BinaryTreeMechanism, lam: float) -> None:
         self.tree = tree
         d = tree.shape[0]
-        self._zero = OuterProduct(np.zeros(d), 0.0)  # the zero leaf, formed (and checked) as 0·x xᵀ: no eigenvalue test
+        self._zero = np.zeros(d)  # the zero leaf, appended as 0·x xᵀ
         self._lam_eye = lam * np.eye(d)
         self.release: Release | None = None
         self._matrix = self._lam_eye.copy()
@@ -48,8 +50,15 @@ class TreeDesign:
         return self._matrix
 
     def append(self, leaf: np.ndarray | None) -> None:
-        self.release = self.tree.append(self._zero if leaf is None else leaf)
-        matrix = self._lam_eye + self.release.value
+        self._released(self.tree.append(self._zero, 0.0) if leaf is None else self.tree.append(leaf))
+
+    def add_outer(self, x: np.ndarray, weight: float) -> None:
+        """Append the leaf ``weight·x xᵀ`` (the policy's clipped context and its weight)."""
+        self._released(self.tree.append(x, weight))
+
+    def _released(self, release: Release) -> None:
+        self.release = release
+        matrix = self._lam_eye + release.value
         matrix.setflags(write=False)
         self._matrix = matrix
         self.version += 1

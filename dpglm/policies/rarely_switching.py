@@ -61,7 +61,6 @@ from dpglm.policies.rs_parameters import (
     rs_glinucb_parameters,
 )
 from dpglm.policies.running import ExactDesign, Rows
-from mechanisms.tree import OuterProduct
 
 __all__ = [
     "Constraint",
@@ -116,6 +115,9 @@ class DesignStatistic(Protocol):
 
     def append(self, leaf: np.ndarray | None) -> None:
         """Add round t's leaf (``None``: this round contributes nothing to the sum)."""
+
+    def add_outer(self, x: np.ndarray, weight: float) -> None:
+        """Add round t's leaf ``weight·x xᵀ`` (x the policy's clipped context, ``weight ≥ 0``)."""
 
 
 class Estimator(Protocol):
@@ -427,24 +429,16 @@ class RarelySwitchingBandit(Policy):
         self.t += 1
         if explored:
             self._rows_o.commit(r)
-            self._add_leaf(self.design_v, x, 1.0)  # x xᵀ
+            self.design_v.add_outer(x, 1.0)  # x xᵀ
             self.design_h.append(None)
         else:
             self._rows_h.commit(r)
             weight = self.family.dmu_at(z_o) / math.e  # μ̇(⟨x, θ̂_o⟩)/e ≥ 0
             self.design_v.append(None)
-            self._add_leaf(self.design_h, x, weight)
+            self.design_h.add_outer(x, weight)
             if self._h_exact:
                 growth = weight * h_form
                 self._h_growth += growth if self._loewner else math.log1p(growth)
-
-    @staticmethod
-    def _add_leaf(design: DesignStatistic, x: np.ndarray, weight: float) -> None:
-        """Add ``weight·x xᵀ``: an exact design takes (x, w); a mechanism forms (and knows PSD) the OuterProduct."""
-        if isinstance(design, ExactDesign):
-            design.add_outer(x, weight)
-        else:
-            design.append(OuterProduct(x, weight))
 
     def _refit_o(self, v_t: np.ndarray) -> None:
         """θ̂_o on T_o over Θ_I = {‖θ‖ ≤ S} (Alg. 2, line 7); on success ``V_o ← V_t``.

@@ -1,4 +1,7 @@
-"""Tree elements formed by the mechanism (w·x xᵀ, w ≥ 0 checked): no eigendecomposition, same releases."""
+"""Tree elements formed by the mechanism (w·x xᵀ, w ≥ 0 checked): no eigendecomposition, same releases.
+
+Also ``append(x, weight)``, the same element without the OuterProduct.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +26,38 @@ def test_outer_product_releases_equal_the_matrix_path_bitwise():
         a = by_matrix.append(w * (x[:, None] * x)).value
         b = by_outer.append(OuterProduct(x, w)).value
         assert np.array_equal(a, b)
+
+
+def test_append_x_weight_releases_equal_the_matrix_path_bitwise(monkeypatch):
+    xs = np.random.default_rng(0).normal(size=(8, 3)) / 2
+    weights = np.random.default_rng(1).random(8)
+    weights[3] = 0.0
+    by_matrix, by_pair = _tree(5), _tree(5)
+    for x, w in zip(xs, weights, strict=True):
+        x = x / max(1.0, np.linalg.norm(x))
+        a = by_matrix.append(w * (x[:, None] * x)).value
+        with monkeypatch.context() as patched:
+            patched.setattr(np.linalg, "eigvalsh", None)  # the pair is formed here: no eigendecomposition
+            b = by_pair.append(x, float(w)).value
+        assert np.array_equal(a, b)
+    assert by_pair.t == 8
+
+
+@pytest.mark.parametrize("x, weight, error, match", [
+    (np.ones(3) * 0.1, -0.1, ValueError, "weight"), (np.ones(3) * 0.1, float("nan"), ValueError, "weight"),
+    (np.ones(3) * 0.1, True, TypeError, "weight"), (np.ones(2) * 0.1, 1.0, ValueError, "shape"),
+    (np.array([0.1, np.nan, 0.0]), 1.0, ValueError, "finite"),
+    (np.array([1.0, 1.0, 0.0]), 1.0, ValueError, "Frobenius"),
+    ([0.1, 0.2, 0.0], 1.0, None, None),  # a list: the general path, accepted
+])
+def test_append_x_weight_refuses_what_outer_product_refuses(x, weight, error, match):
+    tree = _tree(6)
+    if error is None:
+        assert np.array_equal(tree.append(x, weight).value, _tree(6).append(OuterProduct(x, weight)).value)
+        return
+    with pytest.raises(error, match=match):
+        tree.append(x, weight)
+    assert tree.t == 0  # refused before the element counted
 
 
 def test_no_eigendecomposition_for_an_outer_product(monkeypatch):
