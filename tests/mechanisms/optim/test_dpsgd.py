@@ -210,6 +210,49 @@ def test_numpy_and_vectorised_engines_reproduce_opacus_step_for_step(rng, loss, 
     assert projection.contains(thetas[0]) and not np.allclose(thetas[0], projection.center)
 
 
+@pytest.mark.parametrize("scale, clip, batch_size, per_sample_norms", [
+    (1.0, 1.0, None, 0), (1.0, 1.0, 30, 0), (4.0, 0.8, None, 6), (1.0, 0.5, 30, 6),
+])
+def test_numpy_engine_skips_per_sample_norms_only_where_the_factor_is_exactly_one(
+        rng, monkeypatch, scale, clip, batch_size, per_sample_norms):
+    """Same seed, the per-sample norms forced (bound −∞) or not: bit-identical θ either way.
+
+    Probit |ℓ'| < 1 and rows of norm ≤ 1: below C = 1 no factor binds and no step needs
+    the norms; rows of norm 4, or C = 0.5, need them in every step.
+    """
+    import mechanisms.optim.dpsgd_steps as steps
+
+    X, y = _logistic_data(rng, 90, 4, norm=2.0)
+    X *= scale
+    kwargs = dict(cost=ZCDP(2.0), steps=6, batch_size=batch_size, lr=2.0, lam=1.0, projection=BallProjection(2.5))
+    real_norm, calls = np.linalg.norm, []
+
+    def counting_norm(x, *args, **kw):
+        calls.append(kw.get("axis"))
+        return real_norm(x, *args, **kw)
+
+    def fit():
+        optimizer = DPSGD(_account(), "probit", np.random.default_rng(8), clip=clip, engine="numpy")
+        return optimizer.fit(X, y, **kwargs).value
+
+    with monkeypatch.context() as patched:
+        patched.setattr(np.linalg, "norm", counting_norm)
+        fast = fit()
+    real_bound = steps._unclipped_bound
+    monkeypatch.setattr(steps, "_unclipped_bound", lambda X_all, c: (real_bound(X_all, c)[0], -np.inf))
+    forced = fit()
+    np.testing.assert_array_equal(fast, forced)
+    assert calls.count(1) == per_sample_norms
+
+
+def test_unclipped_bound_is_below_the_clip_by_the_stated_slack():
+    from mechanisms.optim.dpsgd_steps import _unclipped_bound
+
+    norms, bound = _unclipped_bound(np.array([[3.0, 4.0]]), 1.0)
+    assert norms.tolist() == [5.0]
+    assert 1.0 - 1e-6 - 1e-13 < bound < 1.0 - 1e-6  # (C(1 − 2⁻⁵⁰) − 1e-6)/(1 + 20·2⁻⁵²)
+
+
 class _RecordingEllipsoid(EllipsoidProjection):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
