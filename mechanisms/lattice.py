@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -184,13 +185,15 @@ def gdp_mu_squared(sigma: float, sensitivity: float, entries: int) -> Fraction:
     return Fraction(GaussianLattice(sigma, sensitivity, entries).gdp_mu(sensitivity, entries)) ** 2
 
 
+@lru_cache(maxsize=256)
 def gdp_sigma(mu_squared: Fraction, sensitivity: float, entries: int, compositions: Fraction = Fraction(1)) -> float:
     """A float σ, within ~10⁻⁹ relative of the smallest, whose lattice releases keep k·μ′² ≤ μ².
 
     k = ``compositions`` releases of sensitivity Δ (the tree depth, the epochs of
     DP-SGD) compose in GDP as √(k)·μ′ (Dong, Roth & Su 2022, Cor. 3.3). Starts at
     the continuous σ = Δ√(k)/μ and raises it until :func:`gdp_mu_squared` meets the
-    budget exactly (rational comparison).
+    budget exactly (rational comparison). A function of its arguments alone, so its
+    results are kept in-process (a private bandit's DP-SGD refits all ask for the same σ).
     """
     if mu_squared <= 0:
         raise ValueError(f"mu must be > 0 for Gaussian noise, got mu^2 = {float(mu_squared)}")
