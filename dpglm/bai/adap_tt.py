@@ -148,6 +148,8 @@ class AdaPTT(TopTwoEngine):
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, beta: float = 0.5,
                  threshold: str = "provable", block_fraction: float = 1 / 32,
                  candidate: str = "empirical-best") -> None:
+        if isinstance(beta, str):  # IDS needs DP-TT's transport cost; AdaP-TT's challengers use other costs
+            raise ValueError(f"beta must be a probability in [0, 1] for AdaP-TT ('ids' is DP-TT's), got {beta!r}")
         if candidate not in self.CANDIDATES:
             raise ValueError(f"candidate must be one of {self.CANDIDATES}, got {candidate!r}")
         self.candidate = candidate

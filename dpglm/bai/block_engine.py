@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Block", "challenger_pulls", "exact_block", "first_true", "force_exploration", "merged_ranks",
-           "private_block", "tracking_pulls"]
+__all__ = ["Block", "challenger_pulls", "credit_pulls", "exact_block", "first_true", "force_exploration",
+           "merged_ranks", "private_block", "tracking_pulls"]
 
 
 def tracking_pulls(t: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float) -> np.ndarray:
@@ -33,6 +33,35 @@ def tracking_pulls(t: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: 
     t = np.asarray(t, dtype=np.int64)
     pulls = np.floor(beta * (l_lead + t) + 1e-9).astype(np.int64) + 1 - n_lead
     return np.clip(pulls, 0, t)
+
+
+def credit_pulls(t: np.ndarray, n_lead: np.ndarray, credit: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Leader pulls in the next ``t`` rounds of tracking with a varying leader share (IDS).
+
+    Rule per round: S_B ← S_B + β; pull B iff N^B_B ≤ S_B, S_B = ``credit`` the sum of
+    the shares β ∈ [0, 1] of the rounds B led (K-sequence tracking, You et al. 2023).
+    As for :func:`tracking_pulls`, N^B_B = ⌊S_B⌋ + 1 after B's first round (β ≤ 1 keeps
+    the induction), so with β constant over the ``t`` rounds the pulls are
+    ⌊S_B + βt⌋ + 1 − N^B_B, clipped to [0, t]; S_B = βL_B gives :func:`tracking_pulls`.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    pulls = np.floor(credit + beta * t + 1e-9).astype(np.int64) + 1 - n_lead
+    return np.clip(pulls, 0, t)
+
+
+def _leader_pulls(n_lead: np.ndarray, l_lead: np.ndarray, beta: float | np.ndarray,
+                  credit: np.ndarray | None) -> Callable[[np.ndarray, bool], np.ndarray]:
+    """tt ↦ the leader's pulls in tt rounds, per row (``column``: tt has shape (R, K)).
+
+    ``credit`` None: fixed-β tracking (:func:`tracking_pulls`); else the IDS β-sum of
+    each row's leader with the row's share ``beta`` (:func:`credit_pulls`).
+    """
+    if credit is None:
+        return lambda tt, column: (tracking_pulls(tt, n_lead[:, None], l_lead[:, None], float(beta)) if column
+                                   else tracking_pulls(tt, n_lead, l_lead, float(beta)))
+    share = np.broadcast_to(np.asarray(beta, dtype=float), n_lead.shape)
+    return lambda tt, column: (credit_pulls(tt, n_lead[:, None], credit[:, None], share[:, None]) if column
+                               else credit_pulls(tt, n_lead, credit, share))
 
 
 def first_true(target: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], hi: np.ndarray) -> np.ndarray:
@@ -97,39 +126,48 @@ def challenger_pulls(keys: np.ndarray, slopes: np.ndarray, steps: np.ndarray, le
 
 @dataclass
 class Block:
-    """A planned block per run: its length, the leader's pulls in it, and the pulls per arm (leader included)."""
+    """A planned block per run: its length, the leader's pulls in it, the pulls per arm (leader included),
+    and the leader's share β of each of its rounds (the fixed β, or the row's IDS share)."""
 
     length: np.ndarray
     leader_pulls: np.ndarray
     pulls: np.ndarray
+    beta: float | np.ndarray
 
 
-def exact_block(keys: np.ndarray, leader: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float) -> Block:
-    """One step: every pull refreshes an exact estimator, so the plain argmin challenger is used."""
+def exact_block(keys: np.ndarray, leader: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray,
+                beta: float | np.ndarray, credit: np.ndarray | None = None) -> Block:
+    """One step: every pull refreshes an exact estimator, so the plain argmin challenger is used.
+
+    ``credit``: None for fixed-β tracking, else the leaders' IDS β-sums (:func:`credit_pulls`).
+    """
     rows = np.arange(keys.shape[0])
     length = np.ones(rows.size, dtype=np.int64)
-    leader_pulls = tracking_pulls(length, n_lead, l_lead, beta)
+    leader_pulls = _leader_pulls(n_lead, l_lead, beta, credit)(length, False)
     pulls = np.zeros(keys.shape, dtype=np.int64)
     pulls[rows, np.argmin(keys, axis=1)] = 1 - leader_pulls
     pulls[rows, leader] += leader_pulls
-    return Block(length, leader_pulls, pulls)
+    return Block(length, leader_pulls, pulls, beta)
 
 
 def private_block(keys: np.ndarray, slopes: np.ndarray, remaining: np.ndarray, leader: np.ndarray,
-                  budget: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float) -> Block:
+                  budget: np.ndarray, n_lead: np.ndarray, l_lead: np.ndarray, beta: float | np.ndarray,
+                  credit: np.ndarray | None = None) -> Block:
     """The block up to the first refresh of any arm (or ``budget`` steps), in closed form.
 
     ``remaining[r, a]`` ≥ 1 pulls until arm a's next refresh; the leader's refresh
     step follows from β-tracking, each challenger's from its rank in the merge of
-    the linearised keys.
+    the linearised keys. ``credit``: None for fixed-β tracking, else the leaders'
+    IDS β-sums, with ``beta`` the rows' shares, constant within the block (:func:`credit_pulls`).
     """
     rows = np.arange(keys.shape[0])
+    leader_pulls_in = _leader_pulls(n_lead, l_lead, beta, credit)
 
     def lead_steps(tt: np.ndarray) -> np.ndarray:
-        return tracking_pulls(tt, n_lead, l_lead, beta)
+        return leader_pulls_in(tt, False)
 
     def challenger_steps(tt: np.ndarray) -> np.ndarray:
-        return tt - tracking_pulls(tt, n_lead[:, None], l_lead[:, None], beta)
+        return tt - leader_pulls_in(tt, True)
 
     length = np.minimum(first_true(remaining[rows, leader], lead_steps, budget), budget)
     refresh_index = (remaining - 1).astype(float)
@@ -141,7 +179,7 @@ def private_block(keys: np.ndarray, slopes: np.ndarray, remaining: np.ndarray, l
     leader_pulls = lead_steps(length)
     pulls = challenger_pulls(keys, slopes, (length - leader_pulls)[:, None], leader)
     pulls[rows, leader] += leader_pulls
-    return Block(length, leader_pulls, pulls)
+    return Block(length, leader_pulls, pulls, beta)
 
 
 def force_exploration(block: Block, n: np.ndarray, remaining: np.ndarray, t: np.ndarray, budget: np.ndarray,
@@ -162,4 +200,5 @@ def force_exploration(block: Block, n: np.ndarray, remaining: np.ndarray, t: np.
     forced_len = np.minimum(np.minimum(deficit, remaining[rows, low]), budget)
     pulls = np.where(forced[:, None], 0, block.pulls)
     pulls[rows[forced], low[forced]] = forced_len[forced]
-    return Block(np.where(forced, forced_len, block.length), np.where(forced, 0, block.leader_pulls), pulls)
+    return Block(np.where(forced, forced_len, block.length), np.where(forced, 0, block.leader_pulls), pulls,
+                 block.beta)

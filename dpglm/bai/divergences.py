@@ -19,7 +19,7 @@ from scipy.special import xlogy
 
 from accounting.validation import check_array, short_repr
 
-__all__ = ["kl", "d_plus", "d_minus", "d_eps", "transport_cost", "g_minus"]
+__all__ = ["kl", "d_plus", "d_minus", "d_eps", "transport_cost", "g_minus", "ids_leader_share"]
 
 
 def _check_eps(eps: ArrayLike) -> np.ndarray:
@@ -192,3 +192,32 @@ def transport_cost(
     if np.any(~(w1 >= 0)) or np.any(~(w2 >= 0)) or np.any(~np.isfinite(w1)) or np.any(~np.isfinite(w2)):
         raise ValueError("w_leader and w_challenger must be finite and >= 0")
     return _transport_cost(m1, m2, w1, w2, _check_eps(eps))
+
+
+def _ids_leader_share(m1, m2, w1, w2, eps):
+    """Unvalidated :func:`ids_leader_share`; inputs broadcast."""
+    _, x = _transport_cost(m1, m2, w1, w2, eps, return_argmin=True)
+    gain1 = w1 * _d_plus(1 - np.asarray(m1, dtype=float), 1 - x, np.asarray(eps, dtype=float))
+    gain2 = w2 * _d_plus(np.asarray(m2, dtype=float), x, np.asarray(eps, dtype=float))
+    total = gain1 + gain2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, gain1 / np.where(total > 0, total, 1.0), 0.5)
+
+
+def ids_leader_share(
+    m_leader: ArrayLike, m_challenger: ArrayLike, w_leader: ArrayLike, w_challenger: ArrayLike, eps: ArrayLike
+) -> np.ndarray:
+    """IDS leader share β = w₁d⁻_ε(m₁, x*) / (w₁d⁻_ε(m₁, x*) + w₂d⁺_ε(m₂, x*)), x* the minimiser of C*_ε.
+
+    Information-directed selection (You, Qin, Wang & Yang, COLT 2023; for Top Two with
+    any divergence, Jourdan et al. 2022): the two terms of the transport cost
+    :func:`transport_cost` at its minimiser, the leader's share of it. Gaussian costs
+    give w₂/(w₁ + w₂). 1/2 where both terms vanish (m₁ ≤ m₂). ``docs/bai-threshold.md``, "IDS".
+    """
+    m1 = _check_mean("m_leader", m_leader)
+    m2 = _check_mean("m_challenger", m_challenger)
+    w1 = check_array("w_leader", w_leader)
+    w2 = check_array("w_challenger", w_challenger)
+    if np.any(~(w1 > 0)) or np.any(~(w2 > 0)) or np.any(~np.isfinite(w1)) or np.any(~np.isfinite(w2)):
+        raise ValueError("w_leader and w_challenger must be finite and > 0")
+    return _ids_leader_share(m1, m2, w1, w2, _check_eps(eps))

@@ -58,6 +58,7 @@ class _Runs:
     pulls: np.ndarray  # N_{r,a}
     leader_pulls: np.ndarray  # N^B_{r,a}: pulls of a in rounds a led
     leader_rounds: np.ndarray  # L_{r,a}: rounds a led
+    beta_credit: np.ndarray  # S_{r,a}: sum of the leader share β over the rounds a led (β·L for a fixed β)
     t: np.ndarray  # steps so far
     tau: np.ndarray  # stopping time (max_steps until stopped)
     recommendation: np.ndarray
@@ -70,7 +71,7 @@ class _Runs:
     def start(cls, n_runs: int, n_arms: int, max_steps: int) -> _Runs:
         """Every arm pulled once: N = 1, t = K."""
         zeros = np.zeros((n_runs, n_arms), dtype=np.int64)
-        return cls(np.ones((n_runs, n_arms), dtype=np.int64), zeros, zeros.copy(),
+        return cls(np.ones((n_runs, n_arms), dtype=np.int64), zeros, zeros.copy(), np.zeros((n_runs, n_arms)),
                    np.full(n_runs, n_arms, dtype=np.int64), np.full(n_runs, max_steps, dtype=np.int64),
                    np.full(n_runs, -1, dtype=np.int64), np.zeros(n_runs, dtype=bool),
                    np.zeros(n_runs, dtype=np.int64), np.zeros(n_runs, dtype=np.int64),

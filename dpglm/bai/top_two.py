@@ -8,6 +8,11 @@ Sampling rule (every step): leader B = empirical best of the (clipped) private
 means with random tie-breaking (AdaP-TT: a private UCB index); TCI challenger C = argmin_{a≠B} cost(B, a, μ̃,
 N) + log N_a with the true counts N; β-tracking: pull B if N^B_B ≤ β·L_B
 (L_B: rounds B was leader, this one included), else C (paper Alg. 1 lines 5–9).
+``beta="ids"``: information-directed selection instead of the fixed β (You et al.
+2023): the leader's share β of the pair (B, C) is its part of the transport cost at
+the minimiser (:func:`~dpglm.bai.divergences.ids_leader_share`, with the costs and
+counts of the challenger keys), and B is pulled iff N^B_B ≤ the sum of β over the
+rounds B led (:func:`~dpglm.bai.block_engine.credit_pulls`); ``docs/bai-threshold.md``, "IDS".
 
 Simulation (a documented speed device, not part of the algorithm;
 :mod:`dpglm.bai.block_engine`). Each run advances by *blocks* between two
@@ -51,7 +56,7 @@ from accounting import Ledger
 from accounting.validation import check_generator, check_positive, check_probability, check_real
 from dpglm._validation import check_max_steps, check_n_runs, real_array
 from dpglm.bai.block_engine import Block, exact_block, force_exploration, merged_ranks, private_block, tracking_pulls
-from dpglm.bai.divergences import _d_plus, _transport_cost
+from dpglm.bai.divergences import _d_plus, _ids_leader_share, _transport_cost
 from dpglm.bai.estimators import (
     ExactEstimator,
     MeanEstimator,
@@ -117,6 +122,15 @@ def _check_forced_exploration(value: object) -> str | None:
     return None if rule is None else str(rule)
 
 
+def _check_beta(beta: object) -> float | str:
+    """β: a probability (fixed-β tracking) or ``"ids"`` (information-directed selection)."""
+    if isinstance(beta, str) and beta == "ids":
+        return "ids"
+    if isinstance(beta, str):
+        raise ValueError(f"beta must be a probability in [0, 1] or 'ids', got {beta!r}")
+    return check_probability("beta", beta)
+
+
 def _check_eta(eta: object, epsilon: float, estimator: str = "cumulative") -> float:
     if eta == "auto":
         return eta_for_epsilon(epsilon, estimator)
@@ -140,7 +154,7 @@ class TopTwoEngine:
         epsilon: float,
         delta: float,
         *,
-        beta: float = 0.5,
+        beta: float | str = 0.5,
         eta: float | str = 1.0,
         threshold: str = "provable",
         block_fraction: float = 1 / 32,
@@ -158,7 +172,7 @@ class TopTwoEngine:
         self.challenger_counts = challenger_counts
         self.epsilon = _check_epsilon(epsilon)
         self.delta = check_probability("delta", delta)
-        self.beta = check_probability("beta", beta)
+        self.beta = _check_beta(beta)
         self.block_fraction = check_real("block_fraction", block_fraction, 0.0, 1.0, low_open=True)
         if threshold not in self.THRESHOLDS:
             raise ValueError(f"threshold must be one of {self.THRESHOLDS}, got {threshold!r}")
@@ -258,15 +272,19 @@ class TopTwoEngine:
                                                       forget=self.forget, ledger=ledger))
         return WeightedEstimator(inner, self.epsilon) if self.estimator == "weighted" else inner
 
+    def _key_counts(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> np.ndarray:
+        """The counts the challenger keys use: the phase counts Ñ (≥ 1) or the true counts N."""
+        if self.challenger_counts == "phase":
+            return np.maximum(est.phase_counts[rows], 1)
+        return runs.pulls[rows]
+
     def _sampling_keys(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Challenger keys and their (strictly positive) slopes in N_a; the leader's key is +inf."""
         lead = runs.leader[rows]
         m = est.means()[rows]
+        keys, slopes = self._challenger_keys(m, self._key_counts(est, runs, rows), lead, runs.t[rows])
         if self.challenger_counts == "phase":  # keys on Ñ: constant between refreshes
-            keys, slopes = self._challenger_keys(m, np.maximum(est.phase_counts[rows], 1), lead, runs.t[rows])
             slopes = np.zeros_like(slopes)
-        else:
-            keys, slopes = self._challenger_keys(m, runs.pulls[rows], lead, runs.t[rows])
         # keys must grow visibly per pull for the merge: a key that does not grow (or
         # shrinks: AdaP-TT's challenger when μ̃_a > μ̃_B) gets a slope just above its ulp
         slopes = np.maximum(slopes, 1e-12 * np.maximum(1.0, np.abs(np.where(np.isfinite(keys), keys, 1.0))))
@@ -282,15 +300,31 @@ class TopTwoEngine:
         t = runs.t[rows]
         budget = np.minimum(np.maximum(1, (self.block_fraction * t).astype(np.int64)), max_steps - t)
         budget = np.maximum(budget, 1)
+        beta: float | np.ndarray = self.beta if isinstance(self.beta, float) else self._ids_beta(est, runs, rows, keys)
+        credit = None if isinstance(self.beta, float) else runs.beta_credit[rows, lead]
         if est.private:
-            block = private_block(keys, slopes, remaining, lead, budget, n_lead, l_lead, self.beta)
+            block = private_block(keys, slopes, remaining, lead, budget, n_lead, l_lead, beta, credit)
         else:  # every pull refreshes: one-step blocks, plain TCI argmin
-            block = exact_block(keys, lead, n_lead, l_lead, self.beta)
+            block = exact_block(keys, lead, n_lead, l_lead, beta, credit)
         if self.forced_exploration:
             block = force_exploration(block, runs.pulls[rows], remaining, t, budget, self.forced_exploration)
         if np.any(block.pulls.sum(axis=1) != block.length):
             raise RuntimeError("block split does not add up; please report this bug")
         return block
+
+    def _ids_beta(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """IDS share of each row's leader B against its challenger C = argmin of the keys at the block start.
+
+        β = N_B d⁻_ε(μ̃_B, x*) / (N_B d⁻_ε(μ̃_B, x*) + N_C d⁺_ε(μ̃_C, x*)), x* the minimiser of
+        C*_ε(B, C, μ̃, N), with the challenger keys' own costs and counts (You et al. 2023;
+        ``docs/bai-threshold.md``, "IDS"). With the phase counts Ñ (DP-TT's default) the keys,
+        hence C and β, are constant within a block; with the true counts this is C at the block start.
+        """
+        i = np.arange(rows.size)
+        lead, challenger = runs.leader[rows], np.argmin(keys, axis=1)
+        m, n = est.means()[rows], self._key_counts(est, runs, rows).astype(float)
+        return np.asarray(_ids_leader_share(m[i, lead], m[i, challenger], n[i, lead], n[i, challenger],
+                                            self.epsilon), dtype=float)
 
     @staticmethod
     def _advance(runs: _Runs, rows: np.ndarray, block: Block) -> None:
@@ -298,6 +332,7 @@ class TopTwoEngine:
         runs.pulls[rows] += block.pulls
         runs.leader_pulls[rows, lead] += block.leader_pulls
         runs.leader_rounds[rows, lead] += block.length
+        runs.beta_credit[rows, lead] += block.beta * block.length
         runs.t[rows] += block.length
 
     def _completed_batches(self, est: MeanEstimator, runs: _Runs, rows: np.ndarray,

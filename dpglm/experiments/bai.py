@@ -45,13 +45,13 @@ FIGURES = {1: ("mu1", "mu2"), 2: ("mu3", "mu4", "mu5", "mu6")}
 ALGORITHMS = ("DP-TT", "DP-TT (sqrt forced exploration)", "AdaP-TT", "AdaP-TT*", "DP-SE", "EB-TCI",
               "DP-SE (cumulative count)", "DP-TT (true-count challenger)",
               "AdaP-TT (UCB-leader candidate)", "DP-TT (cumulative estimator)", "DP-TT (epsilon = inf)",
-              "EB-TCI (DP-TT threshold)")  # seeds come from the names, not the order
+              "EB-TCI (DP-TT threshold)", "DP-TT (IDS)")  # seeds come from the names, not the order
 #: algorithms whose stopping rule is their own: simulated once, drawn in both families
 OWN_RULE = ("DP-SE", "DP-SE (cumulative count)")
 #: non-private rows: simulated once at ε = ∞ and drawn flat over the grid
 FLAT = ("EB-TCI", "DP-TT (epsilon = inf)", "EB-TCI (DP-TT threshold)")
 #: rows of the provable family only (their rule is a provable one whatever the family)
-PROVABLE_ONLY = ("DP-TT (epsilon = inf)", "EB-TCI (DP-TT threshold)", "DP-TT (cumulative estimator)")
+PROVABLE_ONLY = ("DP-TT (epsilon = inf)", "EB-TCI (DP-TT threshold)", "DP-TT (cumulative estimator)", "DP-TT (IDS)")
 STOPPING = ("provable", "heuristic")
 DELTA = 0.01
 #: the paper's DP-TT mean stopping times on μ1, read off its Figure 1 (``docs/references.md``)
@@ -101,6 +101,8 @@ def _make(name: str, mu, eps: float, stopping: str = "provable"):
         return DPTopTwo(mu, math.inf, DELTA, threshold=stopping)
     if name == "EB-TCI (DP-TT threshold)":
         return EBTopTwo(mu, DELTA, threshold="dp-tt")
+    if name == "DP-TT (IDS)":  # information-directed leader share instead of β = 1/2 (docs/bai-threshold.md, "IDS")
+        return DPTopTwo(mu, eps, DELTA, threshold=stopping, beta="ids")
     if name == "DP-TT (true-count challenger)":  # the paper's TCI keys on N (DP-TT's default keys on Ñ)
         return DPTopTwo(mu, eps, DELTA, threshold=stopping, challenger_counts="true")
     if name == "AdaP-TT":
