@@ -412,6 +412,14 @@ class DPTopTwo(TopTwoEngine):
     same privacy, its own threshold: ``docs/bai-threshold.md``, "Weighted"); ``"cumulative"``
     is the paper's estimator. ε = ∞ is allowed: the same batches without noise or ledger
     (``docs/bai-threshold.md``, "ε = ∞"), not EB-TCI.
+
+    ``beta``: the paper's fixed leader share (default 1/2), or ``"ids"``: information-directed
+    selection (You et al. 2023), the leader's share of the pair's transport cost at its
+    minimiser, tracked by a β-sum (module docstring; ``docs/bai-threshold.md``, "IDS").
+    Privacy is unchanged (the share reads released means and public counts:
+    post-processing); δ-correctness is unchanged (the stopping threshold is time-uniform and
+    holds for any sampling rule, ``docs/bai-threshold.md``, "Theorem"). IDS's asymptotic
+    optimality is proven for Gaussian Top Two (You et al.), not for this private setting.
     """
 
     def __init__(self, mu: ArrayLike, epsilon: float, delta: float, *, forced_exploration: bool | str = "log-linear",
