@@ -28,6 +28,7 @@ ENGINES = {
     "dp-tt cumulative": lambda: DPTopTwo(MU2, 0.5, 0.01, estimator="cumulative"),
     "adap-tt": lambda: AdaPTT(MU6, 3.0, 0.01),
     "dp-tt eps=inf": lambda: DPTopTwo(MU4, np.inf, 0.01),
+    "dp-tt ids": lambda: DPTopTwo(MU4, 0.05, 0.01, beta="ids"),  # its β-sums are state too
 }
 
 
@@ -40,7 +41,8 @@ def _fingerprint(session: TopTwoSession) -> dict[str, object]:
     mech = getattr(session.est, "mech", None)
     return {"tau": res.stopping_times.tolist(), "rec": res.recommendations.tolist(),
             "stopped": res.stopped.tolist(), "completed": np.asarray(res.completed_pulls).tolist(),
-            "pulls": session.runs.pulls.tolist(), "blocks": session.blocks,
+            "pulls": session.runs.pulls.tolist(), "credit": session.runs.beta_credit.tolist(),
+            "blocks": session.blocks,
             "env": session.env_rng.bit_generator.state, "ties": session.tie_rng.bit_generator.state,
             "noise": None if mech is None else mech.rng.bit_generator.state,
             "spent": None if session.ledger is None else session.ledger.root.spent,
