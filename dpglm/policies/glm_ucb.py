@@ -30,6 +30,7 @@ from dpglm._validation import (
 from dpglm.glm import GLMFamily, fit_mle, get_family
 from dpglm.linalg import dmu_range
 from dpglm.policies.base import Policy
+from dpglm.policies.running import Rows
 
 __all__ = ["GLMUCB", "kappa_baseline_constants", "link_lipschitz"]
 
@@ -107,8 +108,7 @@ class GLMUCB(Policy):
         )
         self.V_inv = np.eye(self.d) / lam
         self.theta_hat = np.zeros(self.d)
-        self._X = np.empty((self.horizon, self.d))
-        self._y = np.empty(self.horizon)
+        self._rows = Rows(self.d)  # grows with the rounds played, not preallocated for the horizon
         self.n = 0
         self._last: np.ndarray | None = None
 
@@ -134,8 +134,8 @@ class GLMUCB(Policy):
         x, self._last = cast(np.ndarray, self._last), None  # not None: check_round_order
         Vx = self.V_inv @ x
         self.V_inv -= np.outer(Vx, Vx) / (1.0 + x @ Vx)
-        self._X[self.n], self._y[self.n] = x, r
+        self._rows.stage(x)
+        self._rows.commit(r)
         self.n += 1
-        self.theta_hat = fit_mle(
-            self.family, self._X[: self.n], self._y[: self.n], lam=self.lam, theta0=self.theta_hat
-        )
+        X, y = self._rows.arrays()
+        self.theta_hat = fit_mle(self.family, X, y, lam=self.lam, theta0=self.theta_hat)

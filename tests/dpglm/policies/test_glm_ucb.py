@@ -89,3 +89,21 @@ def test_table2_row_within_15_percent():
             policy = GLMUCB(PROBIT, 3, horizon=5000, delta=0.02, kappa=env.kappa)
             finals.append(run_policy_record(policy, env).regret[-1])
         assert abs(np.mean(finals) - paper) <= 0.15 * paper
+
+
+def test_memory_does_not_depend_on_the_horizon():
+    """The refit rows grow with the rounds played (the slow fuzz test drew horizon ≈ 1e9: 23.5 GiB up front)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        policy = GLMUCB("probit", d=3, horizon=10**12, delta=0.05, kappa=5.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # under 1 MiB for a horizon of 1e12 rounds (8·(d+1)·1e12 bytes if preallocated)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        policy.choose(rng.uniform(-0.5, 0.5, size=(5, 3)))
+        policy.observe(1.0)
+    assert policy.n == 300 and policy._rows.n == 300
