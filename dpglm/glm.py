@@ -26,7 +26,7 @@ import numpy as np
 from scipy import special
 
 from accounting.validation import check_positive, check_real
-from dpglm.glm_newton import _kkt_newton, _newton, _on_sphere
+from dpglm.glm_newton import RowBlocks, _kkt_newton, _newton, _on_sphere
 
 __all__ = [
     "GLMFamily",
@@ -277,8 +277,8 @@ def get_family(family: str | GLMFamily) -> GLMFamily:
 # -- estimation -------------------------------------------------------------------------
 def fit_mle(
     family: GLMFamily,
-    X: np.ndarray,
-    y: np.ndarray,
+    X: np.ndarray | RowBlocks,
+    y: np.ndarray | None,
     *,
     lam: float = 0.0,
     radius: float | None = None,
@@ -300,8 +300,10 @@ def fit_mle(
     Parameters
     ----------
     family : GLMFamily
-    X : ndarray, shape (n, d)
-    y : ndarray, shape (n,)
+    X : ndarray, shape (n, d), or :class:`dpglm.glm_newton.RowBlocks`
+        The rows; as blocks (``y=None``) they are summed a block at a time with no
+        contiguous copy (a policy's rows, issue 26).
+    y : ndarray, shape (n,), or None with blocks
     lam : float, >= 0
         Ridge weight λ. With ``lam = 0`` the loss must be strictly convex (full-rank X,
         non-separable data) or the estimate diverges; the ball then keeps it finite.
@@ -319,54 +321,70 @@ def fit_mle(
     """
     family = get_family(family)
     lam = _check_lam(lam)
-    X, y, theta = _fit_inputs(X, y, theta0)
+    data, theta = _fit_inputs(X, y, theta0)
     if radius is None:
-        return np.zeros(X.shape[1]) if X.shape[0] == 0 else _newton(family, X, y, lam, theta, tol, max_iter)
-    return fit_mle_ball(family, X, y, lam, check_positive("radius", radius), theta, None, tol, max_iter)[0]
+        return np.zeros(data.d) if data.n == 0 else _newton(family, data, lam, theta, tol, max_iter)
+    return fit_mle_ball(family, data, None, lam, check_positive("radius", radius), theta, None, tol, max_iter)[0]
 
 
-def _fit_inputs(X: np.ndarray, y: np.ndarray, theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(X, y, θ₀)`` as float arrays of shapes (n, d), (n,), (d,), all finite (θ₀ = 0 by default)."""
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
-    theta = np.zeros(X.shape[1]) if theta0 is None else np.array(theta0, dtype=float)
-    theta, X, y = _as_theta_xy(theta, X, y)
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y)) and np.all(np.isfinite(theta))):
+def _fit_inputs(X: np.ndarray | RowBlocks, y: np.ndarray | None,
+                theta0: np.ndarray | None) -> tuple[RowBlocks, np.ndarray]:
+    """The rows as blocks of float arrays (n_i, d), (n_i,) and θ₀ of shape (d,), all finite (θ₀ = 0 by default)."""
+    if not isinstance(X, RowBlocks):
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
+        if y is None:
+            raise ValueError("y must be given with an array X (only RowBlocks carry their own y)")
+    blocks = X if isinstance(X, RowBlocks) else RowBlocks((X,), (y,))  # type: ignore[arg-type]
+    theta = np.zeros(blocks.d) if theta0 is None else np.array(theta0, dtype=float)
+    xs, ys = [], []
+    for block_x, block_y in zip(blocks.xs, blocks.ys, strict=True):
+        theta, block_x, block_y = _as_theta_xy(theta, block_x, block_y)
+        if not (np.all(np.isfinite(block_x)) and np.all(np.isfinite(block_y))):
+            raise ValueError("X, y and theta0 must be finite (no NaN or inf)")
+        xs.append(block_x)
+        ys.append(block_y)
+    if not np.all(np.isfinite(theta)):
         raise ValueError("X, y and theta0 must be finite (no NaN or inf)")
-    return X, y, theta
+    if isinstance(X, RowBlocks):
+        return RowBlocks(tuple(xs), tuple(ys)), theta
+    return RowBlocks.split(xs[0], ys[0]), theta
 
 
-def fit_mle_ball(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
-                 nu0: float | None = None, tol: float = 1e-8, max_iter: int = 100) -> tuple[np.ndarray, float]:
+def fit_mle_ball(family: GLMFamily, X: np.ndarray | RowBlocks, y: np.ndarray | None, lam: float, radius: float,
+                 theta: np.ndarray, nu0: float | None = None, tol: float = 1e-8,
+                 max_iter: int = 100) -> tuple[np.ndarray, float]:
     """The minimiser of L(θ; λ) over ``{‖θ‖ ≤ radius}`` and its KKT multiplier ν ≥ 0 (:func:`fit_mle`).
 
-    Inputs are checked by the caller (float arrays, λ ≥ 0, radius > 0). ``theta`` warm-starts
+    Inputs are checked by the caller (float arrays, or :class:`RowBlocks` with ``y=None``;
+    λ ≥ 0, radius > 0). ``theta`` warm-starts
     the Newton solves; ``nu0`` > 0, the multiplier of a previous fit on nearly the same
     data, warm-starts ν (a refit after one new row then needs two or three solves). With
     no hint, or when ν = 0 is reached, the unconstrained minimiser is tried first, as
     the constraint may be inactive.
     """
+    data = X if isinstance(X, RowBlocks) else RowBlocks.split(X, y)  # type: ignore[arg-type]
     norm0 = math.sqrt(float(theta @ theta))
     if norm0 > radius:
         theta = theta * (radius / norm0)
-    d = X.shape[1]
-    if X.shape[0] == 0:
+    d = data.d
+    if data.n == 0:
         return np.zeros(d), 0.0
     if nu0 is None or not nu0 > 0 or not lam > 0:  # a hint only where ν = 0 is a well-posed solve
-        if lam > 0 or np.linalg.matrix_rank(X) == d:
+        if lam > 0 or np.linalg.matrix_rank(data.arrays()[0]) == d:
             # Strictly convex: the unconstrained solve is well defined (it may still run off
             # to a large norm on separable data; the sphere search below handles that).
-            unconstrained = _newton(family, X, y, lam, theta, tol, max_iter)
+            unconstrained = _newton(family, data, lam, theta, tol, max_iter)
             norm = math.sqrt(float(unconstrained @ unconstrained))
             if norm <= radius:
                 return unconstrained, 0.0
             theta = unconstrained * (radius / norm)
-        return _on_sphere(family, X, y, lam, radius, theta, 1.0, True, tol, max_iter)
-    joint = _kkt_newton(family, X, y, lam, radius, theta, float(nu0), tol)
+        return _on_sphere(family, data, lam, radius, theta, 1.0, True, tol, max_iter)
+    joint = _kkt_newton(family, data, lam, radius, theta, float(nu0), tol)
     if joint is not None:
         return joint
-    return _on_sphere(family, X, y, lam, radius, theta, float(nu0), False, tol, max_iter)
+    return _on_sphere(family, data, lam, radius, theta, float(nu0), False, tol, max_iter)
 
 
 # -- instance parameters ----------------------------------------------------------------

@@ -1,15 +1,18 @@
 """Newton solvers of the regularised GLM loss (paper §4): unconstrained, on many rows, on the sphere.
 
 :func:`dpglm.glm.fit_mle` and :func:`dpglm.glm.fit_mle_ball` (the checked entry points)
-run these on checked float arrays. Damped Newton with backtracking for ``L(θ; λ)``;
-above 16384 rows every sum over rows is taken a chunk at a time (memory flat in n); on
-the sphere ``‖θ‖ = S`` the KKT multiplier ν is found by safeguarded Newton on the secular
-equation, or, from a warm (θ, ν), by Newton on the KKT system itself.
+run these on checked rows, held as :class:`RowBlocks`. Damped Newton with backtracking
+for ``L(θ; λ)``; above 16384 rows every sum over rows is taken a block of 16384 rows at a
+time (memory flat in n), and a policy's rows arrive already in such blocks
+(:class:`dpglm.policies.running.Rows`), so no contiguous copy is formed. On the sphere
+``‖θ‖ = S`` the KKT multiplier ν is found by safeguarded Newton on the secular equation,
+or, from a warm (θ, ν), by Newton on the KKT system itself.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +21,7 @@ from scipy.linalg.lapack import dposv as _posv
 if TYPE_CHECKING:
     from dpglm.glm import GLMFamily
 
-__all__: list[str] = []
+__all__ = ["RowBlocks"]
 
 
 def _solve_pd(H: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -29,26 +32,65 @@ def _solve_pd(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return step
 
 
-_GRAM_CHUNK = 16384  # rows per product in a Hessian: the temporary X·w stays O(chunk·d), not O(n·d)
+_GRAM_CHUNK = 16384  # rows per block: a sum over rows keeps its temporaries O(block·d), not O(n·d)
 
 
-def _weighted_gram(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``Σ_s w_s x_s x_sᵀ``, a chunk of rows at a time when there are many (memory flat in n)."""
-    n = X.shape[0]
-    if n <= _GRAM_CHUNK:
-        gram: np.ndarray = (X * w[:, None]).T @ X
-        return gram
-    gram = np.zeros((X.shape[1], X.shape[1]))
-    for start in range(0, n, _GRAM_CHUNK):
-        rows = X[start: start + _GRAM_CHUNK]
-        gram += (rows * w[start: start + _GRAM_CHUNK, None]).T @ rows
-    return gram
+@dataclass(frozen=True)
+class RowBlocks:
+    """The rows (X, y) of one fit as consecutive blocks: every block but the last has ``_GRAM_CHUNK`` rows.
+
+    Sums over rows are taken a block at a time, in order (docs/design.md, memory flat in T),
+    so a fit on blocks is bit-identical to the fit on their concatenation (which
+    :meth:`split` cuts into the same blocks). ``xs[i]`` has shape (n_i, d), ``ys[i]`` (n_i,).
+    """
+
+    xs: tuple[np.ndarray, ...]
+    ys: tuple[np.ndarray, ...]
+
+    @classmethod
+    def split(cls, X: np.ndarray, y: np.ndarray) -> RowBlocks:
+        """Views of ``X`` (n, d) and ``y`` (n,) cut into blocks of ``_GRAM_CHUNK`` rows (one block if n ≤ that)."""
+        n, size = X.shape[0], _GRAM_CHUNK
+        if n <= size:
+            return cls((X,), (y,))
+        starts = range(0, n, size)
+        return cls(tuple(X[s: s + size] for s in starts), tuple(y[s: s + size] for s in starts))
+
+    @property
+    def n(self) -> int:
+        """Number of rows."""
+        return sum(x.shape[0] for x in self.xs)
+
+    @property
+    def d(self) -> int:
+        """Number of columns."""
+        return int(self.xs[0].shape[1])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Contiguous ``(X, y)``: the one block itself, or a concatenation (a copy) of several."""
+        if len(self.xs) == 1:
+            return self.xs[0], self.ys[0]
+        return np.concatenate(self.xs), np.concatenate(self.ys)
+
+
+def _score_and_gram(family: GLMFamily, data: RowBlocks, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Σ_s (μ(z_s) − y_s) x_s`` and ``Σ_s μ̇(z_s) x_s x_sᵀ`` at θ, a block of rows at a time."""
+    if len(data.xs) == 1:
+        X, y = data.xs[0], data.ys[0]
+        _, m, w = family.evaluate(X @ theta)
+        return X.T @ (m - y), (X * w[:, None]).T @ X
+    d = theta.shape[0]
+    g, H = np.zeros(d), np.zeros((d, d))
+    for X, y in zip(data.xs, data.ys, strict=True):
+        _, m, w = family.evaluate(X @ theta)
+        g += X.T @ (m - y)
+        H += (X * w[:, None]).T @ X
+    return g, H
 
 
 def _newton_hessian(
     family: GLMFamily,
-    X: np.ndarray,
-    y: np.ndarray,
+    data: RowBlocks,
     lam: float,
     theta: np.ndarray,
     tol: float,
@@ -62,8 +104,9 @@ def _newton_hessian(
     Hessian returned is the last one formed (at the point before the last step): the
     ball solver's slope of ‖θ(ν)‖ needs no more than that.
     """
-    if X.shape[0] > _GRAM_CHUNK:
-        return _newton_chunked(family, X, y, lam, theta, tol, max_iter)
+    if len(data.xs) > 1:
+        return _newton_chunked(family, data, lam, theta, tol, max_iter)
+    X, y = data.xs[0], data.ys[0]
     d = theta.shape[0]
     z = X @ theta
     b, m, w = family.evaluate(z)
@@ -71,7 +114,7 @@ def _newton_hessian(
     H = np.eye(d) * lam
     for _ in range(max_iter):
         g = X.T @ (m - y) + lam * theta
-        H = _weighted_gram(X, w)
+        H = (X * w[:, None]).T @ X
         H.flat[:: d + 1] += lam
         step = _solve_pd(H, g)
         decrement = float(g @ step)
@@ -92,14 +135,13 @@ def _newton_hessian(
     return theta, H
 
 
-def _chunked_terms(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, theta: np.ndarray,
+def _chunked_terms(family: GLMFamily, data: RowBlocks, lam: float, theta: np.ndarray,
                    derivatives: bool) -> tuple[float, np.ndarray, np.ndarray]:
-    """L(θ; λ) and (if ``derivatives``) its gradient and Hessian, summed 16384 rows at a time."""
+    """L(θ; λ) and (if ``derivatives``) its gradient and Hessian, summed a block of rows at a time."""
     d = theta.shape[0]
     loss = 0.5 * lam * float(theta @ theta)
     g, H = lam * theta, np.eye(d) * lam
-    for start in range(0, X.shape[0], _GRAM_CHUNK):
-        rows, targets = X[start: start + _GRAM_CHUNK], y[start: start + _GRAM_CHUNK]
+    for rows, targets in zip(data.xs, data.ys, strict=True):
         z = rows @ theta
         b, m, w = family.evaluate(z)
         loss += float(b.sum() - targets @ z)
@@ -109,7 +151,7 @@ def _chunked_terms(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, 
     return loss, g, H
 
 
-def _newton_chunked(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, theta: np.ndarray, tol: float,
+def _newton_chunked(family: GLMFamily, data: RowBlocks, lam: float, theta: np.ndarray, tol: float,
                     max_iter: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_newton_hessian` for many rows: the same steps, every sum over rows taken a chunk at a time.
 
@@ -117,7 +159,7 @@ def _newton_chunked(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float,
     (memory flat in the horizon: issue 26); each accepted point is evaluated twice (loss
     in the line search, then gradient and Hessian), so it is used only above one chunk.
     """
-    loss, g, H = _chunked_terms(family, X, y, lam, theta, True)
+    loss, g, H = _chunked_terms(family, data, lam, theta, True)
     for _ in range(max_iter):
         step = _solve_pd(H, g)
         decrement = float(g @ step)
@@ -127,29 +169,28 @@ def _newton_chunked(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float,
         t = 1.0
         while True:
             candidate = theta - t * step
-            new_loss = _chunked_terms(family, X, y, lam, candidate, False)[0]
+            new_loss = _chunked_terms(family, data, lam, candidate, False)[0]
             if new_loss <= loss - 0.25 * t * decrement or t < 1e-12:
                 break
             t *= 0.5
         theta = candidate
-        loss, g, H = _chunked_terms(family, X, y, lam, theta, True)
+        loss, g, H = _chunked_terms(family, data, lam, theta, True)
     return theta, H
 
 
 def _newton(
     family: GLMFamily,
-    X: np.ndarray,
-    y: np.ndarray,
+    data: RowBlocks,
     lam: float,
     theta: np.ndarray,
     tol: float,
     max_iter: int,
 ) -> np.ndarray:
     """The minimiser of L(θ; λ) by damped Newton from ``theta`` (:func:`_newton_hessian`)."""
-    return _newton_hessian(family, X, y, lam, theta, tol, max_iter)[0]
+    return _newton_hessian(family, data, lam, theta, tol, max_iter)[0]
 
 
-def _kkt_newton(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+def _kkt_newton(family: GLMFamily, data: RowBlocks, lam: float, radius: float, theta: np.ndarray,
                 nu: float, tol: float, max_iter: int = 8) -> tuple[np.ndarray, float] | None:
     """Newton on the KKT system ``∇L(θ) + νθ = 0``, ``‖θ‖² = radius²`` from a warm (θ, ν); None if it fails.
 
@@ -164,10 +205,8 @@ def _kkt_newton(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, rad
     d = theta.shape[0]
     target = radius * radius
     for _ in range(max_iter):
-        z = X @ theta
-        _, m, w = family.evaluate(z)
-        g = X.T @ (m - y) + (lam + nu) * theta
-        H = _weighted_gram(X, w)
+        score, H = _score_and_gram(family, data, theta)
+        g = score + (lam + nu) * theta
         H.flat[:: d + 1] += lam + nu
         _, solved, info = _posv(H, np.stack([g, theta], axis=1), lower=1)
         if info != 0:
@@ -187,7 +226,7 @@ def _kkt_newton(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, rad
     return None
 
 
-def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radius: float, theta: np.ndarray,
+def _on_sphere(family: GLMFamily, data: RowBlocks, lam: float, radius: float, theta: np.ndarray,
                nu: float, active: bool, tol: float, max_iter: int) -> tuple[np.ndarray, float]:
     """The ball-constrained minimiser and its multiplier, searching ν from ``nu`` (:func:`fit_mle_ball`).
 
@@ -205,13 +244,13 @@ def _on_sphere(family: GLMFamily, X: np.ndarray, y: np.ndarray, lam: float, radi
     for _ in range(200):
         if nu <= 0.0:
             if not active:
-                unconstrained = _newton(family, X, y, lam, theta, tol, max_iter)
+                unconstrained = _newton(family, data, lam, theta, tol, max_iter)
                 norm = math.sqrt(float(unconstrained @ unconstrained))
                 if norm <= radius:
                     return unconstrained, 0.0
                 active, theta = True, unconstrained
             nu = 0.5 * hi if lo == 0.0 else math.sqrt(lo * hi)
-        theta, H = _newton_hessian(family, X, y, lam + nu, theta, tol, max_iter)
+        theta, H = _newton_hessian(family, data, lam + nu, theta, tol, max_iter)
         norm = math.sqrt(float(theta @ theta))
         if abs(norm - radius) <= 1e-9 * radius:
             return (theta if norm <= radius else theta * (radius / norm)), nu

@@ -18,6 +18,7 @@ import numpy as np
 
 from accounting import ZCDP, BudgetExceeded
 from dpglm._validation import check_int
+from dpglm.glm_newton import RowBlocks
 from dpglm.policies.rarely_switching import Constraint
 from mechanisms import Release
 from mechanisms.tree import BinaryTreeMechanism
@@ -101,7 +102,7 @@ class DPSGDEstimator:
         self.last_release: Release | None = None
 
     def fit(
-        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+        self, rows: RowBlocks, constraint: Constraint, theta0: np.ndarray, rounds: int
     ) -> np.ndarray | None:
         """One refit on the objective ``(1/N)[Σ ℓ + λ/2‖θ‖²]`` with the public ``N = rounds``.
 
@@ -115,6 +116,7 @@ class DPSGDEstimator:
             projection = self._ball(constraint.radius, constraint.centre)
         else:
             projection = self._ellipsoid(constraint.centre, constraint.metric, constraint.radius)
+        X, y = rows.arrays()  # DP-SGD takes its rows contiguous (a copy above one block of rows)
         try:
             release = self.dpsgd.fit(
                 X,
@@ -139,6 +141,6 @@ class NeverCalled:
     """Estimator slot for θ̂_o when Criterion I provably cannot fire (no budget behind it)."""
 
     def fit(
-        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+        self, rows: RowBlocks, constraint: Constraint, theta0: np.ndarray, rounds: int
     ) -> np.ndarray | None:
         raise RuntimeError("Criterion I cannot fire under these parameters; θ̂_o is never refitted")

@@ -50,7 +50,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpglm._validation import check_horizon_left, check_round_order, check_size
-from dpglm.glm import GLMFamily, fit_mle_ball, get_family
+from dpglm.glm import GLMFamily, fit_mle, fit_mle_ball, get_family
+from dpglm.glm_newton import RowBlocks
 from dpglm.linalg import FlooredSpectrum, floored_inverse
 from dpglm.policies.base import _NORM_TOLERANCE, Policy
 from dpglm.policies.rs_parameters import (
@@ -121,17 +122,18 @@ class DesignStatistic(Protocol):
 
 
 class Estimator(Protocol):
-    """Refits an estimate of θ* from (X, y) over a constraint set."""
+    """Refits an estimate of θ* from the rows (x_s, y_s) over a constraint set."""
 
     def fit(
-        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+        self, rows: RowBlocks, constraint: Constraint, theta0: np.ndarray, rounds: int
     ) -> np.ndarray | None:
         """The new estimate, or ``None`` if it may not be updated (budget refused).
 
-        ``rounds`` is the number of rounds played so far: public, unlike ``len(X)``
-        (which round belongs to which refit set depends on the data). ``X`` may have no
-        rows: a refit is decided from released values only, never from whether its
-        data set is empty.
+        ``rows`` are the refit set's rows in blocks (:class:`dpglm.glm_newton.RowBlocks`;
+        ``rows.arrays()`` gives them contiguous). ``rounds`` is the number of rounds played
+        so far: public, unlike ``rows.n`` (which round belongs to which refit set depends
+        on the data). ``rows`` may be empty: a refit is decided from released values
+        only, never from whether its data set is empty.
         """
 
 
@@ -153,17 +155,16 @@ class MLEEstimator:
         self._free: np.ndarray | None = None  # the last unconstrained minimiser (Θ_II fits' warm start)
 
     def fit(
-        self, X: np.ndarray, y: np.ndarray, constraint: Constraint, theta0: np.ndarray, rounds: int
+        self, rows: RowBlocks, constraint: Constraint, theta0: np.ndarray, rounds: int
     ) -> np.ndarray:
         if constraint.metric is None and not np.any(constraint.centre):
-            if X.dtype != np.float64 or X.ndim != 2 or y.shape != X.shape[:1]:  # the policy's rows pass as they are
-                return self.family.fit_mle(X, y, lam=self.lam, radius=constraint.radius, theta0=theta0)
-            theta, self._nu = fit_mle_ball(self.family, X, y, self.lam, float(constraint.radius),
+            # The policy's rows are float64 blocks of the right shapes: no checks, no copy.
+            theta, self._nu = fit_mle_ball(self.family, rows, None, self.lam, float(constraint.radius),
                                            np.array(theta0, dtype=float), self._nu)
             return theta
         # The last unconstrained minimiser is the warm start (the previous estimate may be projected).
         start = theta0 if self._free is None or self._free.shape != np.shape(theta0) else self._free
-        self._free = theta = self.family.fit_mle(X, y, lam=self.lam, theta0=start)
+        self._free = theta = fit_mle(self.family, rows, None, lam=self.lam, theta0=start)
         return constraint.project_metric(theta)
 
 
@@ -467,8 +468,7 @@ class RarelySwitchingBandit(Policy):
 
         The caller then keeps the old estimate.
         """
-        X, y = rows.arrays()
-        theta = estimator.fit(X, y, constraint, current, self.t)
+        theta = estimator.fit(rows.blocks(), constraint, current, self.t)
         if theta is None:
             self.counts[f"refused_{name}"] += 1
             return None

@@ -186,7 +186,7 @@ def test_unit_norm_contexts_do_not_crash_the_private_run(scale):
     counts = policy.diagnostics()
     assert counts["criterion_I"] >= 1 and counts["criterion_I"] < T_run  # both trees got unit leaves
     assert policy.design_v.tree.t == policy.design_h.tree.t == T_run
-    stored = np.concatenate([policy._rows_o.arrays()[0], policy._rows_h.arrays()[0]])
+    stored = np.concatenate([policy._rows_o.blocks().arrays()[0], policy._rows_h.blocks().arrays()[0]])
     assert len(stored) == T_run
     assert np.abs(np.linalg.norm(stored, axis=1) - 1.0).max() <= 1e-12
 
