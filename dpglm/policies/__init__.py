@@ -59,7 +59,10 @@ def run_policy_record(
     """Play ``policy`` on ``env`` for the whole horizon (the env is reset first).
 
     The env is reset first, so one env can replay the same contexts and reward
-    uniforms for several policies. ``progress`` shows a tqdm bar.
+    uniforms for several policies. ``progress`` shows a tqdm bar. The record takes the
+    env's per-round arrays as they are, without copies (24 bytes a round less at the
+    run's peak; docs/design.md, memory flat in T): a played-out env writes them no more,
+    and its next :meth:`~dpglm.envs.ContextualGLMEnv.reset` allocates new ones.
     """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a dpglm.policies.Policy, got {type(policy).__name__}")
@@ -78,9 +81,9 @@ def run_policy_record(
     seconds = time.perf_counter() - start
     return RunRecord(
         regret=env.regret,
-        instant_regret=env.instant_regret.copy(),
-        actions=env.actions.copy(),
-        rewards=env.rewards.copy(),
+        instant_regret=env.instant_regret,
+        actions=env.actions,
+        rewards=env.rewards,
         seconds=seconds,
         diagnostics=dict(policy.diagnostics()),
     )
