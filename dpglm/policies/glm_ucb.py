@@ -137,5 +137,4 @@ class GLMUCB(Policy):
         self._rows.stage(x)
         self._rows.commit(r)
         self.n += 1
-        X, y = self._rows.arrays()
-        self.theta_hat = fit_mle(self.family, X, y, lam=self.lam, theta0=self.theta_hat)
+        self.theta_hat = fit_mle(self.family, self._rows.blocks(), None, lam=self.lam, theta0=self.theta_hat)
