@@ -236,8 +236,9 @@ class LaplaceLattice:
         units = Fraction(shift) / Fraction(epsilon)
         self.scale_units = -(-units.numerator // units.denominator)
         if self.scale_units > MAX_SCALE:
-            raise ValueError(f"entries={entries} is too large for exact discrete Laplace noise on the grid "
-                             f"(scale in grid units {self.scale_units} > 2^52)")
+            raise ValueError(f"epsilon={float(epsilon):.6g} is too small (or entries={entries} too many) for exact "
+                             f"discrete Laplace noise on the grid: its scale would be {float(units):.3g} grid "
+                             "units > 2^52")
         self.noise_inflation = self.scale_units * self.grid / scale - 1.0
 
     def integers(self, rng: np.random.Generator, count: int) -> IntArray:

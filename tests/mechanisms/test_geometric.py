@@ -106,6 +106,10 @@ def test_bad_input_raises(rng):
         mech.observe(np.array([1, 0, 0]), np.array([1.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match="epsilon"):
         GeometricBatchMean(ledger.root, 2, 0.0, rng)
+    # a tiny normal epsilon (found by the slow fuzz test): 1/epsilon grid units exceed the exact sampler's 2^52
+    with pytest.raises(ValueError, match=r"^epsilon=1\.26438e-277 is too small .* > 2\^52$"):
+        GeometricBatchMean(ledger.root, 2, 1.264378214467403e-277, rng)
+    assert ledger.root.spent.eps == 0
     with pytest.raises(ValueError, match="n_arms"):
         GeometricBatchMean(ledger.root, 0, 1.0, rng)
     with pytest.raises(TypeError, match="rng"):
