@@ -116,11 +116,12 @@ class DPSGDEstimator:
             projection = self._ball(constraint.radius, constraint.centre)
         else:
             projection = self._ellipsoid(constraint.centre, constraint.metric, constraint.radius)
-        X, y = rows.arrays()  # DP-SGD takes its rows contiguous (a copy above one block of rows)
         try:
+            # DP-SGD takes its rows contiguous and makes its own copy first; the concatenation
+            # is only an argument (no name here), so it is freed once DP-SGD holds its copy.
             release = self.dpsgd.fit(
-                X,
-                y,
+                np.concatenate(rows.xs),
+                np.concatenate(rows.ys),
                 steps=self.steps,
                 lr=self.lr,
                 projection=projection,
