@@ -370,6 +370,8 @@ class ShufflePGD(Mechanism):
         metric = projection.M if isinstance(projection, MetricProjection) else None
         noise_bits, total_eps, how = self._privacy(n, d, iterations, levels, delta, round_epsilon, round_delta,
                                                    noise_bits)
+        if not math.isfinite(total_eps):  # nothing charged yet: the composed loss has no finite ε at this δ
+            raise ValueError(f"delta={delta!r} is too small: the run has no finite epsilon at it ({how})")
         receipt = self._charge_run(total_eps, delta, partition,
                                    f"P_GD: {how}; n={n}, d={d}, levels={levels}, noise_bits={noise_bits}")
         _check_finite_after_charge(X, y)

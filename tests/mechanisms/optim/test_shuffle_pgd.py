@@ -165,6 +165,9 @@ def test_bad_input_raises_naming_the_argument():
         pgd.fit(X, y, iterations=3, round_epsilon=1.0, round_delta=1e-3, delta=1e-5)
     with pytest.raises(ValueError, match="method"):
         pgd.fit(X, y, method="fast", **kwargs)
+    # found by the slow fuzz test: a δ so small that the exact run composition has no finite ε there
+    with pytest.raises(ValueError, match=r"^delta=2\.88e-110 is too small: the run has no finite epsilon"):
+        pgd.fit(X, y, iterations=2, delta=2.88e-110, noise_bits=3000)
     assert account.spent == ApproxDP(0, 0)
 
 
