@@ -111,23 +111,37 @@ def g_optimal_design(
         raise ValueError("available must leave at least one arm in every arm set")
 
     flat_arms = arms.reshape(-1, n_arms, d)
-    weights = available.reshape(-1, n_arms).astype(float)
+    flat_available = available.reshape(-1, n_arms)
+    weights = flat_available.astype(float)
     weights /= weights.sum(axis=-1, keepdims=True)
+    # Unavailable arms keep weight zero: their terms in A(π) are exact zeros, which leave the
+    # leverages' sequential sums unchanged, and their leverages are never read. So A(π) and the
+    # leverages are computed on each set's available arms only, in their order, padded to the
+    # widest set with unavailable ones; the update and its normalising sum stay on all K arms.
+    counts = flat_available.sum(axis=-1)
+    slots = np.argsort(~flat_available, axis=-1, kind="stable")[:, : counts.max()]
+    packed = np.take_along_axis(flat_arms, slots[..., None], axis=1)
     g_value = np.empty(len(flat_arms))
     active = np.arange(len(flat_arms))
     for iteration in range(max_iter + 1):
-        lev, trace_inverse = _leverages(flat_arms[active], weights[active], ridge)
-        information = np.where(weights[active] > 0, lev + ridge * trace_inverse[:, None], 0.0)
+        current = weights[active]
+        packed_lev, trace_inverse = _leverages(packed, np.take_along_axis(current, slots, axis=1), ridge)
+        lev = np.zeros_like(current)
+        np.put_along_axis(lev, slots, packed_lev, axis=1)
+        information = np.where(current > 0, lev + ridge * trace_inverse[:, None], 0.0)
         converged = information.max(axis=-1) <= d * (1.0 + tol)
-        g_value[active[converged]] = np.where(weights[active[converged]] > 0, lev[converged], 0.0).max(axis=-1)
-        active, information = active[~converged], information[~converged]
-        if active.size == 0:
-            return GOptimalDesign(
-                weights=weights.reshape(*batch_shape, n_arms),
-                g_value=g_value.reshape(batch_shape),
-                iterations=iteration,
-            )
+        g_value[active[converged]] = np.where(current[converged] > 0, lev[converged], 0.0).max(axis=-1)
+        if converged.any():
+            active, current, information = active[~converged], current[~converged], information[~converged]
+            if active.size == 0:
+                return GOptimalDesign(
+                    weights=weights.reshape(*batch_shape, n_arms),
+                    g_value=g_value.reshape(batch_shape),
+                    iterations=iteration,
+                )
+            slots = slots[~converged, : counts[active].max()]
+            packed = np.take_along_axis(flat_arms[active], slots[..., None], axis=1)
         # Σᵢ πᵢ tr(A⁻¹Mᵢ) = tr(I) = d: the update keeps the simplex (up to rounding).
-        updated = weights[active] * information / d
+        updated = current * information / d
         weights[active] = updated / updated.sum(axis=-1, keepdims=True)
     raise RuntimeError(f"G-optimal design did not reach tol={tol} in max_iter={max_iter} updates")
