@@ -31,6 +31,8 @@ from accounting.validation import check_positive
 
 __all__ = ["GOptimalDesign", "g_optimal_design"]
 
+_WIDTH_STEP = 8  # sets whose available arms round up to the same multiple of this share a stack
+
 
 @dataclass(frozen=True)
 class GOptimalDesign:
@@ -116,13 +118,39 @@ def g_optimal_design(
     weights /= weights.sum(axis=-1, keepdims=True)
     # Unavailable arms keep weight zero: their terms in A(π) are exact zeros, which leave the
     # leverages' sequential sums unchanged, and their leverages are never read. So A(π) and the
-    # leverages are computed on each set's available arms only, in their order, padded to the
-    # widest set with unavailable ones; the update and its normalising sum stay on all K arms.
+    # leverages are computed on each set's available arms only, in their order, padded with
+    # unavailable ones; sets are run in stacks of similar width (each set's arithmetic does not
+    # depend on its stack), and the update and its normalising sum stay on all K arms.
     counts = flat_available.sum(axis=-1)
-    slots = np.argsort(~flat_available, axis=-1, kind="stable")[:, : counts.max()]
-    packed = np.take_along_axis(flat_arms, slots[..., None], axis=1)
+    slots = np.argsort(~flat_available, axis=-1, kind="stable")
+    stack_of = -(-counts // _WIDTH_STEP)
     g_value = np.empty(len(flat_arms))
-    active = np.arange(len(flat_arms))
+    iterations = 0
+    for stack in np.unique(stack_of):
+        rows = np.flatnonzero(stack_of == stack)
+        weights[rows], g_value[rows], used = _multiplicative(
+            flat_arms[rows], weights[rows], slots[rows], counts[rows], ridge=ridge, tol=tol, max_iter=max_iter)
+        iterations = max(iterations, used)
+    return GOptimalDesign(
+        weights=weights.reshape(*batch_shape, n_arms),
+        g_value=g_value.reshape(batch_shape),
+        iterations=iterations,
+    )
+
+
+def _multiplicative(arms: np.ndarray, weights: np.ndarray, slots: np.ndarray, counts: np.ndarray, *,
+                    ridge: float, tol: float, max_iter: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The multiplicative updates of :func:`g_optimal_design` on a stack ``(n, K, d)``.
+
+    ``slots`` (n, K) lists each set's available arms first, ``counts`` (n,) how many there
+    are; ``weights`` (n, K) is the starting design (updated in place). Returns the design,
+    its g-values and the updates performed.
+    """
+    d = arms.shape[-1]
+    g_value = np.empty(len(arms))
+    active = np.arange(len(arms))
+    slots = slots[:, : counts.max()]
+    packed = np.take_along_axis(arms, slots[..., None], axis=1)
     for iteration in range(max_iter + 1):
         current = weights[active]
         packed_lev, trace_inverse = _leverages(packed, np.take_along_axis(current, slots, axis=1), ridge)
@@ -134,13 +162,9 @@ def g_optimal_design(
         if converged.any():
             active, current, information = active[~converged], current[~converged], information[~converged]
             if active.size == 0:
-                return GOptimalDesign(
-                    weights=weights.reshape(*batch_shape, n_arms),
-                    g_value=g_value.reshape(batch_shape),
-                    iterations=iteration,
-                )
+                return weights, g_value, iteration
             slots = slots[~converged, : counts[active].max()]
-            packed = np.take_along_axis(flat_arms[active], slots[..., None], axis=1)
+            packed = np.take_along_axis(arms[active], slots[..., None], axis=1)
         # Σᵢ πᵢ tr(A⁻¹Mᵢ) = tr(I) = d: the update keeps the simplex (up to rounding).
         updated = current * information / d
         weights[active] = updated / updated.sum(axis=-1, keepdims=True)

@@ -94,3 +94,32 @@ def test_available_mask_equals_design_on_the_subset(rng):
 def test_mask_must_leave_an_arm():
     with pytest.raises(ValueError, match="available"):
         g_optimal_design(np.ones((2, 3, 2)), available=np.array([[True, False, False], [False] * 3]))
+
+
+def _one_set_reference(arms, available, ridge, tol):
+    """The multiplicative algorithm on one set, every arm in every sum (the unpacked form)."""
+    d = arms.shape[1]
+    weights = available / available.sum()
+    for iteration in range(10_000):
+        inverse = np.linalg.inv(np.einsum("k,ki,kj->ij", weights, arms, arms) + ridge * np.eye(d))
+        lev = np.einsum("ki,ij,kj->k", arms, inverse, arms)
+        information = np.where(weights > 0, lev + ridge * np.trace(inverse), 0.0)
+        if information.max() <= d * (1.0 + tol):
+            return weights, np.where(weights > 0, lev, 0.0).max(), iteration
+        updated = weights * information / d
+        weights = updated / updated.sum()
+    raise AssertionError("reference did not converge")
+
+
+def test_packed_stacks_are_bit_identical_to_the_one_set_reference(rng):
+    # Sets with 1 to 40 available arms fall in several stacks of packed width; packing drops only
+    # exact zero terms, so every set's design is the reference's to the last bit.
+    arms = _unit_ball(rng, (30, 40), 4) * rng.uniform(0.1, 3.0, size=(30, 1, 1))
+    available = rng.uniform(size=(30, 40)) < rng.uniform(0.02, 1.0, size=(30, 1))
+    available[np.arange(30), rng.integers(40, size=30)] = True
+    design = g_optimal_design(arms, available=available, ridge=1e-4, tol=1e-3)
+    runs = [_one_set_reference(arms[i], available[i], 1e-4, 1e-3) for i in range(30)]
+    assert len({int(c) for c in -(-available.sum(axis=1) // 8)}) >= 3
+    np.testing.assert_array_equal(design.weights, np.stack([w for w, _, _ in runs]))
+    np.testing.assert_array_equal(design.g_value, [g for _, g, _ in runs])
+    assert design.iterations == max(it for _, _, it in runs)
