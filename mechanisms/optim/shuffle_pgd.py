@@ -370,8 +370,6 @@ class ShufflePGD(Mechanism):
         metric = projection.M if isinstance(projection, MetricProjection) else None
         noise_bits, total_eps, how = self._privacy(n, d, iterations, levels, delta, round_epsilon, round_delta,
                                                    noise_bits)
-        if not math.isfinite(total_eps):  # nothing charged yet: the composed loss has no finite ε at this δ
-            raise ValueError(f"delta={delta!r} is too small: the run has no finite epsilon at it ({how})")
         receipt = self._charge_run(total_eps, delta, partition,
                                    f"P_GD: {how}; n={n}, d={d}, levels={levels}, noise_bits={noise_bits}")
         _check_finite_after_charge(X, y)
@@ -397,9 +395,11 @@ class ShufflePGD(Mechanism):
         if round_epsilon is not None or round_delta is not None:
             raise ValueError("give either round_epsilon and round_delta, or noise_bits, not both")
         noise_bits = check_int("noise_bits", noise_bits)
-        return (noise_bits,
-                run_epsilon(n, d, iterations, noise_bits, delta, levels=levels, input_set=_INPUT_SETS[self.inputs]),
-                f"T={iterations} rounds, the summation's dominating PLD composed exactly")
+        total_eps = run_epsilon(n, d, iterations, noise_bits, delta, levels=levels, input_set=_INPUT_SETS[self.inputs])
+        how = f"T={iterations} rounds, the summation's dominating PLD composed exactly"
+        if not math.isfinite(total_eps):  # nothing charged yet: the composed loss has no finite ε at this δ
+            raise ValueError(f"delta={delta!r} is too small: the run has no finite epsilon at it ({how})")
+        return noise_bits, total_eps, how
 
     def _check_data(self, X: np.ndarray, y: np.ndarray,
                     theta0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
