@@ -168,6 +168,9 @@ def test_bad_input_raises_naming_the_argument():
     # found by the slow fuzz test: a δ so small that the exact run composition has no finite ε there
     with pytest.raises(ValueError, match=r"^delta=2\.88e-110 is too small: the run has no finite epsilon"):
         pgd.fit(X, y, iterations=2, delta=2.88e-110, noise_bits=3000)
+    # found by the slow fuzz test: 1.84e7 rounds asked for an 18 GiB composition grid
+    with pytest.raises(ValueError, match=r"^iterations must be an int in \[1, 1000000\] .*got 18400947$"):
+        pgd.fit(X, y, iterations=18_400_947, delta=1e-6, noise_bits=3000)
     assert account.spent == ApproxDP(0, 0)
 
 
