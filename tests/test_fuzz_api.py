@@ -174,8 +174,8 @@ class Target:
     base: dict[str, Any]
     arguments: dict[str, str]  # argument -> kind
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # other names a message may use
-    #: arguments whose large valid values cost work in proportion (the exact composition of that many rounds,
-    #: before the ledger can refuse it): a valid value that runs out of time is slow, not hung
+    #: arguments whose large valid values cost work in proportion (runs simulated, rounds composed exactly
+    #: before the ledger can refuse them): a valid value that runs out of time is slow, not hung
     work: tuple[str, ...] = ()
 
 
@@ -373,7 +373,8 @@ def _envs_and_bai() -> list[Target]:
                {"mu": mu, "epsilon": 1.0, "delta": 0.1},
                {"mu": "never", "epsilon": "positive|inf", "delta": "probability"}),
         Target("DPTopTwo.run", lambda kw: DPTopTwo(mu, 1.0, 0.1).run(kw["n_runs"], _rng(), max_steps=kw["max_steps"]),
-               {"n_runs": 1, "max_steps": 50}, {"n_runs": "runs3", "max_steps": "steps3"}),
+               {"n_runs": 1, "max_steps": 50}, {"n_runs": "runs3", "max_steps": "steps3"},
+               work=("n_runs", "max_steps")),  # 8871 lockstep runs: over 60 s once under load, not the next time
         Target("DPSE", lambda kw: DPSE(kw["mu"], kw["epsilon"], kw["delta"]), {"mu": mu, "epsilon": 1.0, "delta": 0.1},
                {"mu": "never", "epsilon": "positive", "delta": "probability"}),
         Target("EBTopTwo", lambda kw: EBTopTwo(kw["mu"], kw["delta"], beta=kw["beta"]),
