@@ -124,7 +124,12 @@ class GLOC(Policy):
         self.theta_hat = np.zeros(self.d)  # confidence-set centre
         self.xz = np.zeros(self.d)  # Σ z_s x_s
         self.zz = 0.0  # Σ z_s²
-        self.oco_bound = 2.0 * self.c_mu * self.S**2 * lam  # B_0
+        try:
+            self.oco_bound = 2.0 * self.c_mu * self.S**2 * lam  # B_0
+        except OverflowError:
+            self.oco_bound = np.inf
+        if not np.isfinite(self.oco_bound):  # so is S²: the confidence width below stays a float
+            raise ValueError(f"S={S!r} is too large: the online learner's bound 2·c_μ·S²·λ overflows a float")
         self._last: np.ndarray | None = None
 
     def alpha(self, B: float) -> float:

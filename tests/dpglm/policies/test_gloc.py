@@ -94,6 +94,10 @@ def test_errors():
         GLOC("probit", 3, S=-1.0, delta=0.1, kappa=2.0)
     with pytest.raises(ValueError, match="kappa"):
         GLOC("probit", 3, S=1.0, delta=0.1, kappa=0.0)
+    # found by the slow fuzz test: S² overflows (it was a raw OverflowError)
+    with pytest.raises(ValueError, match=r"^S=1\.3407807929942597e\+154 is too large"):
+        GLOC("logistic", 3, S=1.3407807929942597e154, delta=0.05, kappa=5.0)
+    GLOC("logistic", 3, S=1e100, delta=0.05, kappa=5.0)  # large, still a float: accepted
     with pytest.raises(ValueError, match=r"choose\(arms\) must be called before observe"):
         GLOC("probit", 3, S=1.0, delta=0.1, kappa=2.0).observe(0.0)
 
