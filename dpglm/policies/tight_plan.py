@@ -33,6 +33,7 @@ not used by any reported experiment), ``docs/joint-dp-privacy.md`` §"Choosing t
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -283,6 +284,8 @@ def pool_mu_sq(account: Any) -> float:
     """The pool's budget in μ² (GDP μ², or 2ρ on a zCDP account: a Gaussian's ρ is μ²/2)."""
     budget = account.budget
     exact = budget.mu_squared if account.currency == "gdp" else 2 * Fraction(budget.rho)
+    if exact > Fraction(sys.float_info.max):  # an ε near the float limit: plan with less, which is safe
+        return sys.float_info.max
     value = float(exact)
     return value if Fraction(value) <= exact else math.nextafter(value, 0.0)
 

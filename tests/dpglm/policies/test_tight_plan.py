@@ -113,3 +113,14 @@ def test_at_huge_epsilon_tight_regret_equals_rs_glinucb_on_table2_cells(S):
     se = np.std(diffs, ddof=1) / math.sqrt(len(diffs))
     print(f"S={S}: RS-GLinUCB {np.mean(rs):.1f}, tight at 1e6 minus it {np.mean(diffs):.1f} ± {se:.1f}")
     assert abs(np.mean(diffs)) <= 2 * se + 1e-9, (np.mean(rs), np.mean(diffs), se)
+
+
+def test_an_epsilon_near_the_float_limit_plans_with_the_largest_float_mu_squared():
+    """Found by the slow fuzz test: ε = 1e308 gave a pool μ² beyond any float (a raw OverflowError)."""
+    policy = JointDPGLMBandit("logistic", 3, 30, 1.0, np.float64(1e308), 1e-5, np.random.default_rng(0), clip=1.0)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        policy.choose(rng.uniform(-0.5, 0.5, (4, 3)))
+        policy.observe(float(rng.random() < 0.5))
+    spent = policy.ledger.guarantee()
+    assert 0 < spent.eps <= 1e308 and spent.delta <= 1e-5  # planned with less than the budget: never more
