@@ -43,7 +43,7 @@ import numpy.typing as npt
 from accounting import GDP, ZCDP
 from accounting.validation import check_array, check_real, check_text
 from mechanisms.base import Mechanism
-from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, plan_run
+from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, check_lr, plan_run
 from mechanisms.optim.dpsgd_steps import (
     DERIVATIVES,
     StepRule,
@@ -263,7 +263,7 @@ class DPSGD(Mechanism):
             If the account cannot pay; nothing is drawn from ``rng``.
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=normalizer is not None)
-        lr, lam = check_positive("lr", lr), check_real("lam", lam, 0.0)
+        lr, lam = check_lr(lr), check_real("lam", lam, 0.0)
         note = check_text("note", note, required=False)
         n, dim = X.shape
         step_projection = _step_projection(projection, preconditioner, dim)

@@ -100,7 +100,7 @@ from mechanisms.noise import gaussian_rho, gaussian_sigma_for, round_up
 if TYPE_CHECKING:
     from dp_accounting import DpEvent
 
-__all__ = ["DPSGDPlan", "charge_note", "check_normalizer", "plan_run"]
+__all__ = ["MAX_LR", "DPSGDPlan", "charge_note", "check_lr", "check_normalizer", "plan_run"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,16 @@ class DPSGDPlan:
     sigma: float
     cost: ZCDP | GDP | DpEvent
     normalizer: float | None = None
+
+
+#: Largest step size accepted: lr times a gradient plus its noise must stay a finite float before the
+#: projection brings the iterate back (lr = 1e308, drawn by the fuzz test, overflowed after the charge).
+MAX_LR = 1e100
+
+
+def check_lr(value: object) -> float:
+    """The step size, a real in (0, :data:`MAX_LR`], checked before any charge."""
+    return check_real("lr", value, 0.0, MAX_LR, low_open=True)
 
 
 def check_normalizer(value: object) -> float:

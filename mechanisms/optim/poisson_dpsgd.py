@@ -39,7 +39,7 @@ from accounting import EventChargeable
 from accounting.validation import check_real, check_size, check_text
 from mechanisms.lattice import GaussianLattice
 from mechanisms.optim.dpsgd import DPSGD, Projection
-from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_normalizer
+from mechanisms.optim.dpsgd_plan import DPSGDPlan, check_lr, check_normalizer
 from mechanisms.release import Release, check_positive
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class PoissonDPSGD(DPSGD):
             If the account cannot pay; nothing is drawn from ``rng``.
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=True)
-        lr, lam = check_positive("lr", lr), check_real("lam", lam, 0.0)
+        lr, lam = check_lr(lr), check_real("lam", lam, 0.0)
         note = check_text("note", note, required=False)
         normalizer = check_normalizer(normalizer)
         n, dim = X.shape

@@ -355,6 +355,7 @@ def test_chain_step_hook_keeps_the_previous_hook():
         ({"batch_size": 21}, ValueError, "batch_size"),
         ({"steps": 0}, ValueError, "steps"),
         ({"lr": -1.0}, ValueError, "lr"),
+        ({"lr": 1e308}, ValueError, r"lr must be a real number in \(0, 1e\+100\]"),  # overflowed after the charge
         ({"lam": -1.0}, ValueError, "lam"),
         ({"theta0": np.array([5.0, 0.0])}, ValueError, "theta0"),
         ({"projection": "ball"}, TypeError, "projection"),
