@@ -40,7 +40,7 @@ def _mint(value: npt.NDArray[Any] | float, receipt: Receipt, vouched: bool = Fal
     """
     if vouched:
         release = object.__new__(Release)
-        frozen = np.frombuffer(value.tobytes(), dtype=np.float64).reshape(value.shape)  # type: ignore[union-attr]
+        frozen = np.ndarray(value.shape, np.float64, value.tobytes())  # type: ignore[union-attr]  # over bytes
         object.__setattr__(release, "value", frozen)
         object.__setattr__(release, "receipt", receipt)
         return release

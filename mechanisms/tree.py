@@ -65,7 +65,9 @@ the bound for Δ = √2 with psd), while envs and policies accept ‖x‖ ≤ 1 
 Elements are therefore accepted up to B·(1 + η), η = 1e-9 (``NORM_SLACK``). An
 element of norm ≤ B(1 + η) certifies sensitivity Δ(1 + η) by the same
 arguments (they scale linearly), and the float norm we compute is within
-n·2⁻⁵³ < η of the true one for n < 9·10⁶ entries; so the charge uses
+n·2⁻⁵³ < η of the true one for n < 9·10⁶ entries (an :class:`OuterProduct`'s
+norm is computed as w·(x·x), since ‖w x xᵀ‖_F = w‖x‖²: within (d + 4)·2⁻⁵³ of
+the Frobenius norm of the formed w·xᵢxⱼ, for d < 9·10⁶); so the charge uses
 Δ·(1 + 2η) (times the PSD factor above), rounded up: conservative, at most
 2e-9 relative more ρ than Δ itself would cost.
 """
@@ -173,9 +175,13 @@ class StreamElements:
         """w·x xᵀ re-formed from (x, w): symmetric and PSD by construction (see :class:`OuterProduct`)."""
         if vector.shape != self.shape[:1]:
             raise ValueError(f"x must have shape {self.shape[:1]} for an OuterProduct element, got {vector.shape}")
-        array: FloatArray = weight * (vector[:, None] * vector)
-        # ‖w x xᵀ‖_F = w‖x‖², computed from the matrix as for any element.
-        self._check_norm(math.sqrt(float(np.vdot(array, array))))
+        return self._formed(vector, weight, float(vector.dot(vector)))
+
+    def _formed(self, vector: FloatArray, weight: float, squared: float) -> FloatArray:
+        """w·x xᵀ from a finite x with ``squared`` = x·x, norm-checked as ``w·‖x‖²`` = ‖w x xᵀ‖_F (module docstring)."""
+        self._check_norm(weight * squared)
+        array: FloatArray = vector[:, None] * vector
+        array *= weight  # w·(xᵢxⱼ), the same products as weight * (x xᵀ)
         return array
 
     def outer(self, x: object, weight: float, t: int) -> FloatArray:
@@ -186,9 +192,10 @@ class StreamElements:
         through :class:`OuterProduct` and :meth:`check`, which refuse it with their messages.
         """
         if (t < self.horizon and self.psd and type(x) is np.ndarray and x.dtype == np.float64
-                and x.shape == self.shape[:1] and type(weight) is float and 0.0 <= weight < math.inf
-                and math.isfinite(float(x.dot(x)))):
-            return self._check_outer(x, weight)
+                and x.shape == self.shape[:1] and type(weight) is float and 0.0 <= weight < math.inf):
+            squared = float(x.dot(x))
+            if math.isfinite(squared):
+                return self._formed(x, weight, squared)
         return self.check(OuterProduct(x, weight), t)
 
     def _check_norm(self, norm: float) -> None:
@@ -340,9 +347,10 @@ class NodeNoise:
         self._at += count
         return out
 
-    def noisy(self, node: FloatArray) -> FloatArray:
-        """fl(g·rint(node/g) + node noise): one float-safe noisy node."""
-        noisy: FloatArray = np.rint(node * self._inverse)
+    def noisy(self, node: FloatArray, out: FloatArray | None = None) -> FloatArray:
+        """fl(g·rint(node/g) + node noise): one float-safe noisy node (written into ``out`` if given)."""
+        noisy: FloatArray = np.multiply(node, self._inverse, out=out)
+        np.rint(noisy, out=noisy)
         if not self._units_vouched and not math.isfinite(float(noisy.sum())):
             raise ValueError(f"x is too large for the noise grid {self.grid!r} (|x|/grid overflows a float)")
         noisy *= self.grid  # in place: the same products, one array fewer
@@ -542,6 +550,7 @@ class BinaryTreeMechanism(ContinualRelease):
     def _start(self) -> None:
         self._exact = np.zeros((self.depth, *self.shape))
         self._noisy = np.zeros((self.depth, *self.shape))
+        self._node_noise()  # after the charge; it draws nothing until the first node
 
     def _noise_weight(self, t: int) -> float:
         """The t-th release sums popcount(t) nodes: variance σ²·popcount(t)."""
@@ -564,21 +573,24 @@ class BinaryTreeMechanism(ContinualRelease):
         ValueError
             If the horizon is exhausted or ``x`` is malformed (see ``StreamElements.check``).
         """
-        element = self._elements.check(x, self.t) if weight is None else self._elements.outer(x, weight, self.t)
-        self.t += 1
-        level = (self.t & -self.t).bit_length() - 1
+        t = self.t
+        element = self._elements.check(x, t) if weight is None else self._elements.outer(x, weight, t)
+        t += 1
+        self.__dict__["t"] = t  # run state (``_MUTABLE``): no read-only guard to consult
+        level = (t & -t).bit_length() - 1
         exact, noisy = self._exact, self._noisy
         if level:
-            node = exact[:level].sum(axis=0) + element
+            node = exact[:level].sum(axis=0)
+            node += element  # in place: the same sums as exact[:level].sum(axis=0) + element
             exact[:level] = 0.0
             noisy[:level] = 0.0
         else:  # an odd t: the node is the element alone
             node = element
         exact[level] = node
-        noisy[level] = self._node_noise().noisy(node)
+        self._nodes.noisy(node, noisy[level])
         # Vouched (Mechanism._release): a sum of noisy nodes, each a checked finite element sum rounded to
         # the grid plus node noise checked finite a block at a time (NodeNoise.noise); no per-value check.
-        return self._release(noisy.sum(axis=0), self.receipt, vouched=True)
+        return self._release(np.add.reduce(noisy), self.receipt, vouched=True)  # = noisy.sum(axis=0)
 
     def _node_bound(self) -> float:
         """A node sums at most T checked elements, each entry at most the accepted norm (twice: float slack)."""

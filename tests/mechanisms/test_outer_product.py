@@ -5,6 +5,8 @@ Also ``append(x, weight)``, the same element without the OuterProduct.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,19 @@ def test_derived_arrays_are_plain_and_checked():
         _tree(4).append(OuterProduct(np.ones(2) * 0.1))
     released = _tree(4, psd=False).append(OuterProduct(np.array([0.3, 0.0, 0.0])))  # psd=False: a plain matrix
     assert released.value.shape == (3, 3)
+
+
+def test_the_weight_times_norm_check_certifies_the_formed_element():
+    """The (x, w) check is w·(x·x) ≤ B(1 + η); the formed w·xᵢxⱼ then has exact ‖·‖_F ≤ B(1 + 2η) (rationals)."""
+    elements = _tree(0)._elements
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        x = rng.normal(size=3)
+        w = elements.accepted_norm / float(x.dot(x))
+        while w * float(x.dot(x)) > elements.accepted_norm:  # the largest weight the check accepts
+            w = float(np.nextafter(w, 0.0))
+        formed = elements.outer(x, w, 0)  # the element as the tree adds it
+        frobenius_sq = sum(Fraction(float(e)) ** 2 for e in formed.ravel())
+        assert frobenius_sq <= (Fraction(elements.element_bound) * (1 + Fraction(2, 10**9))) ** 2
+        with pytest.raises(ValueError, match="Frobenius"):
+            elements.outer(x, w * (1 + 1e-12), 0)
