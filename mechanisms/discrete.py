@@ -60,10 +60,13 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _coin(rng: np.random.Generator, p: IntArray, q: IntArray | int, k: int) -> BoolArray:
-    """Bernoulli(p/(qK)) for integer arrays 0 ≤ p ≤ q (exact uniform integers)."""
-    qmax = int(np.max(q)) if np.ndim(q) else int(q)
+    """Bernoulli(p/(qK)) for integer arrays 0 ≤ p ≤ q (exact uniform integers).
+
+    An int q is passed to the generator as an int: the draws of a 0-d array bound (numpy's scalar path).
+    """
+    qmax = q if isinstance(q, int) else int(np.max(q))
     if qmax * k < _INT64_SAFE:
-        return rng.integers(0, np.asarray(q, dtype=np.int64) * k, size=p.shape) < p
+        return rng.integers(0, q * k, size=p.shape) < p
     first = rng.integers(0, k, size=p.shape) == 0 if k > 1 else np.ones(p.shape, dtype=bool)
     return first & (rng.integers(0, q) < p)
 
@@ -87,27 +90,50 @@ def bernoulli_exp(rng: np.random.Generator, p: npt.ArrayLike, q: npt.ArrayLike) 
         int(np.asarray(q, dtype=np.int64)) if not np.ndim(q) else np.asarray(q, dtype=np.int64).reshape(-1)
     )
     heads = _coin(rng, numerators, denominators, 1)
-    out = ~heads  # a first tail stops at K = 1 (odd): accept
+    out = ~heads  # a first tail stops at K = 1 (odd): accept; every other element is False until it stops
     index = np.flatnonzero(heads)
+    numerators = numerators[index]
+    if not isinstance(denominators, int):
+        denominators = denominators[index]
     k = 2
     while index.size:
-        q_index = denominators if isinstance(denominators, int) else denominators[index]
-        heads = _coin(rng, numerators[index], q_index, k)
-        out[index[~heads]] = (k % 2) == 1
-        index = index[heads]
+        heads = _coin(rng, numerators, denominators, k)
+        if k % 2:  # a tail at an odd K accepts (at an even K the element stays False)
+            out[index[~heads]] = True
+        index, numerators = index[heads], numerators[heads]
+        if not isinstance(denominators, int):
+            denominators = denominators[heads]
         k += 1
     return out.reshape(shape)
+
+
+def _bernoulli_exp_one(rng: np.random.Generator, n: int) -> BoolArray:
+    """``bernoulli_exp(rng, np.ones(n, dtype=np.int64), 1)``: n Bernoulli(e⁻¹), the same draws, fewer steps.
+
+    Its coin at K = 1 is Bernoulli(1/1), heads without a draw (numpy draws nothing for a
+    one-value range); the coin at K ≥ 2 is ``rng.integers(0, K) < 1``.
+    """
+    out = np.zeros(n, dtype=bool)
+    index = np.arange(n)
+    k = 2
+    while index.size:
+        heads = rng.integers(0, k, size=index.size) == 0
+        if k % 2:
+            out[index[~heads]] = True
+        index = index[heads]
+        k += 1
+    return out
 
 
 def _geometric_exp1(rng: np.random.Generator, n: int) -> IntArray:
     """Number of Bernoulli(e⁻¹) successes before the first failure: P(V = v) = (1 − e⁻¹) e^{−v}."""
     count = np.zeros(n, dtype=np.int64)
     alive = np.arange(n)
-    ones = np.ones(n, dtype=np.int64)
+    successes = 0
     while alive.size:
-        success = bernoulli_exp(rng, ones[: alive.size], 1)
-        alive = alive[success]
-        count[alive] += 1
+        alive = alive[_bernoulli_exp_one(rng, alive.size)]
+        successes += 1
+        count[alive] = successes  # alive after j trials: j successes so far
     return count
 
 
@@ -164,11 +190,20 @@ def _gamma_interval(magnitude: IntArray, t: int, sigma2: int) -> tuple[FloatArra
     """
     s = float(sigma2)
     q = s / t
-    d = np.abs(magnitude.astype(np.float64) - q)
-    e = 2.0**-50 * (q + d)
-    lo = np.maximum(d - e, 0.0)
-    hi = d + e
-    return lo * lo / (2.0 * s) * (1.0 - _REL), hi * hi / (2.0 * s) * (1.0 + _REL)
+    d = magnitude.astype(np.float64)
+    d -= q
+    np.abs(d, out=d)
+    e = d + q
+    e *= 2.0**-50
+    lo = d - e
+    np.maximum(lo, 0.0, out=lo)
+    hi = d
+    hi += e
+    for bound, factor in ((lo, 1.0 - _REL), (hi, 1.0 + _REL)):  # in place: the same operations, in order
+        bound *= bound
+        bound /= 2.0 * s
+        bound *= factor
+    return lo, hi
 
 
 def _exact_below(rng: np.random.Generator, threshold: Fraction, cell: int | None = None) -> bool:
@@ -200,7 +235,7 @@ def _exact_bernoulli_exp(rng: np.random.Generator, gamma: Fraction, start_k: int
     fraction = gamma - whole
     if not whole_done:
         for _ in range(whole):
-            if not bool(bernoulli_exp(rng, np.ones(1, dtype=np.int64), 1)[0]):
+            if not bool(_bernoulli_exp_one(rng, 1)[0]):
                 return False
     k = start_k
     while True:
@@ -217,7 +252,7 @@ def _survive_whole(rng: np.random.Generator, whole: IntArray | FloatArray) -> Bo
     pending = np.flatnonzero(whole > 0)
     j = 0
     while pending.size:
-        survived = bernoulli_exp(rng, np.ones(pending.size, dtype=np.int64), 1)
+        survived = _bernoulli_exp_one(rng, pending.size)
         alive[pending[~survived]] = False
         j += 1
         pending = pending[survived & (whole[pending] > j)]
@@ -252,28 +287,37 @@ def _accept_gaussian(rng: np.random.Generator, magnitude: IntArray, t: int, sigm
     exact_scratch: list[int] = []
     resume: list[tuple[int, int, int]] = []  # (element, K, cell)
     in_float = magnitude[rest] < 2**53  # t < 2^31 always (S ≤ 2^62)
-    fast = rest[in_float]
-    exact_scratch.extend(rest[~in_float].tolist())
+    fast = rest
+    if not in_float.all():
+        fast = rest[in_float]
+        exact_scratch.extend(rest[~in_float].tolist())
     g_lo, g_hi = _gamma_interval(magnitude[fast], t, sigma2)
-    g_hi = g_hi + widen
+    if widen:
+        g_hi += widen
     whole = np.floor(g_lo)
     sure = whole == np.floor(g_hi)
-    exact_scratch.extend(fast[~sure].tolist())
-    fast, whole, f_lo, f_hi = fast[sure], whole[sure], (g_lo - whole)[sure], (g_hi - whole)[sure]
+    g_lo -= whole  # the fractional parts
+    g_hi -= whole
+    if not sure.all():
+        exact_scratch.extend(fast[~sure].tolist())
+        fast, whole, g_lo, g_hi = fast[sure], whole[sure], g_lo[sure], g_hi[sure]
     index = np.flatnonzero(_survive_whole(rng, whole))
-    lo, hi = f_lo[index], f_hi[index]
+    elements, lo, hi = fast[index], g_lo[index], g_hi[index]
     k = 1
-    while index.size:
-        cell = rng.integers(0, 2**53, size=index.size)
-        bound_lo, bound_hi = lo / k * (1.0 - _REL), hi / k * (1.0 + _REL)
-        heads = (cell + 1) * _UNIT <= bound_lo
-        tails = cell * _UNIT >= bound_hi
-        unsure = ~(heads | tails)
-        if unsure.any():
+    while elements.size:
+        cell = rng.integers(0, 2**53, size=elements.size)
+        bound_lo, bound_hi = (lo, hi) if k == 1 else (lo / k, hi / k)  # x/1 is x exactly
+        bound_lo, bound_hi = bound_lo * (1.0 - _REL), bound_hi * (1.0 + _REL)
+        low = cell * _UNIT  # the cell [u, u + 1)·2⁻⁵³; its top u·2⁻⁵³ + 2⁻⁵³ is exact
+        heads = low + _UNIT <= bound_lo
+        tails = low >= bound_hi  # never both: bound_lo ≤ bound_hi
+        if np.count_nonzero(heads) + np.count_nonzero(tails) < elements.size:
+            unsure = ~(heads | tails)
             unsure_count = int(unsure.sum())
-            resume.extend(zip(fast[index[unsure]].tolist(), [k] * unsure_count, cell[unsure].tolist(), strict=True))
-        accept[fast[index[tails]]] = k % 2 == 1
-        index, lo, hi = index[heads], lo[heads], hi[heads]
+            resume.extend(zip(elements[unsure].tolist(), [k] * unsure_count, cell[unsure].tolist(), strict=True))
+        if k % 2:  # a tail at an odd K accepts (every element starts False and stops once)
+            accept[elements[tails]] = True
+        elements, lo, hi = elements[heads], lo[heads], hi[heads]
         k += 1
     for i in exact_scratch:
         accept[i] = _exact_bernoulli_exp(rng, Fraction((int(magnitude[i]) * t - sigma2) ** 2, 2 * sigma2 * t * t))
