@@ -50,7 +50,9 @@ def _fingerprint(session: TopTwoSession) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
-@pytest.mark.parametrize("seed", [3, 11])
+# seed 3 (default suite) already fails on a tie, Bernoulli, noise generator or β-sum off by one draw
+# after a restore, on every engine; seed 11 (other stop blocks) is the slow second sample
+@pytest.mark.parametrize("seed", [3, pytest.param(11, marks=pytest.mark.slow)])
 def test_clean_stops_at_random_blocks_restore_bit_identically(tmp_path, name, seed):
     engine = ENGINES[name]()
     full = engine.start(1, np.random.default_rng(seed), ledger=_journal_ledger(engine, tmp_path / "full.db"))
