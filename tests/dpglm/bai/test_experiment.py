@@ -56,11 +56,18 @@ def test_provable_family_ordering_on_mu1_at_eps_046():
     assert med["DP-TT"] < 0.5 * med["DP-SE"] and med["DP-TT"] < 0.5 * med["AdaP-TT"]
 
 
-def test_figure_2_points_and_resume(tmp_path, capsys):
+def test_figure_2_points_and_resume(tmp_path, capsys, monkeypatch):
     """--figure 2 runs μ3–μ6 only, flat (ε = ∞) rows once; a rerun in the same folder computes nothing."""
     import argparse
+    import functools
+    import importlib
 
     from dpglm.experiments.bai import ALGORITHMS, FIGURES, FLAT, _jobs, add_arguments, run
+
+    # the lower-bound curve (12 T*(μ, ε), about half of each run's time) is a pure function that
+    # test_characteristic_time checks: the rerun reads the first run's values instead of solving again
+    ct = importlib.import_module("dpglm.bai.characteristic_time")  # the module, not the function dpglm.bai exports
+    monkeypatch.setattr(ct, "characteristic_time", functools.cache(ct.characteristic_time))
 
     jobs = _jobs([1e-3, 0.1], 10, 0, 10**6, FIGURES[2])
     assert {a[0] for _, a in jobs} == {"mu3", "mu4", "mu5", "mu6"}
