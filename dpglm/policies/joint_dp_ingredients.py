@@ -117,11 +117,11 @@ class DPSGDEstimator:
         else:
             projection = self._ellipsoid(constraint.centre, constraint.metric, constraint.radius)
         try:
-            # DP-SGD takes its rows contiguous and makes its own copy first; the concatenation
-            # is only an argument (no name here), so it is freed once DP-SGD holds its copy.
-            release = self.dpsgd.fit(
-                np.concatenate(rows.xs),
-                np.concatenate(rows.ys),
+            # The rows stay in their blocks: DP-SGD's numpy engine sums a block at a time
+            # (no copy of the rows, temporaries O(block·d); docs/design.md, memory flat in T).
+            release = self.dpsgd.fit_blocks(
+                rows.xs,
+                rows.ys,
                 steps=self.steps,
                 lr=self.lr,
                 projection=projection,

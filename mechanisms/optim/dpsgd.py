@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ from mechanisms.optim.dpsgd_steps import (
     check_per_sample_derivative,
     draw_step_noise,
     run_numpy,
+    split_rows,
 )
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 from mechanisms.release import Release, check_generator, check_positive
@@ -263,9 +264,49 @@ class DPSGD(Mechanism):
             If the account cannot pay; nothing is drawn from ``rng``.
         """
         X, y, theta_start = self._check_data(X, y, projection, theta0, allow_empty=normalizer is not None)
+        xs, ys = split_rows(X, y)
+        return self._fit_rows(xs, ys, theta_start, steps=steps, lr=lr, projection=projection, cost=cost,
+                              noise_multiplier=noise_multiplier, batch_size=batch_size, lam=lam,
+                              preconditioner=preconditioner, note=note, normalizer=normalizer)
+
+    def fit_blocks(self, xs: Sequence[npt.ArrayLike], ys: Sequence[npt.ArrayLike], *, projection: Projection,
+                   theta0: npt.ArrayLike | None = None, normalizer: float | None = None, **options: Any) -> Release:
+        """:meth:`fit` on rows given as consecutive blocks ``xs[i]`` (n_i, d), ``ys[i]`` (n_i,), never concatenated.
+
+        For the rows a bandit keeps in blocks (``dpglm.policies.running.Rows``): on the numpy
+        engine the blocks are read where they are (no copy), and a full-batch step sums
+        them a block at a time (:func:`~mechanisms.optim.dpsgd_steps.run_numpy`), so a
+        refit holds O(block·d) floats beyond the rows themselves (docs/design.md, memory
+        flat in T). Blocks of :data:`~mechanisms.optim.dpsgd_steps.BLOCK_ROWS` rows (all
+        but the last) give the same θ, float for float, as :meth:`fit` on their
+        concatenation. The torch engines take one private copy of the concatenation.
+        ``options`` are :meth:`fit`'s other keywords.
+        """
+        allow_empty = normalizer is not None
+        if not isinstance(xs, (list, tuple)) or not isinstance(ys, (list, tuple)) or len(xs) != len(ys) or not xs:
+            raise TypeError("xs and ys must be lists or tuples of the same positive number of row blocks")
+        blocks = [self._check_shapes(check_array("xs", x), check_array("ys", v), 0)
+                  for x, v in zip(xs, ys, strict=True)]
+        dims = {x.shape[1] for x, _ in blocks}
+        rows = sum(x.shape[0] for x, _ in blocks)
+        if len(dims) != 1 or rows < (0 if allow_empty else 1):
+            raise ValueError(f"xs must be row blocks of one width d with {0 if allow_empty else 1}+ rows in all")
+        theta_start = self._check_start(projection, theta0, dims.pop())
+        x_blocks, y_blocks = tuple(x for x, _ in blocks), tuple(v for _, v in blocks)
+        if self.engine != "numpy":  # torch shares the arrays' memory: one private contiguous copy
+            x_blocks, y_blocks = (np.concatenate(x_blocks),), (np.concatenate(y_blocks),)
+        return self._fit_rows(x_blocks, y_blocks, theta_start, projection=projection, normalizer=normalizer,
+                              **options)
+
+    def _fit_rows(self, xs: tuple[Matrix, ...], ys: tuple[Vector, ...], theta_start: Vector, *, steps: int,
+                  lr: float, projection: Projection, cost: ZCDP | GDP | None = None,
+                  noise_multiplier: float | None = None, batch_size: int | None = None, lam: float = 0.0,
+                  preconditioner: npt.ArrayLike | None = None, note: str = "",
+                  normalizer: float | None = None) -> Release:
+        """:meth:`fit`'s charge and run on checked row blocks (their shapes checked, their values not yet)."""
         lr, lam = check_lr(lr), check_real("lam", lam, 0.0)
         note = check_text("note", note, required=False)
-        n, dim = X.shape
+        n, dim = sum(y.shape[0] for y in ys), xs[0].shape[1]
         step_projection = _step_projection(projection, preconditioner, dim)
         plan = self.plan(n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size,
                          normalizer=normalizer, dim=dim)
@@ -273,10 +314,11 @@ class DPSGD(Mechanism):
             plan.cost, mechanism="DPSGD", relation=self.relation, partition=None,
             note=charge_note(plan, self.clip, note),
         )
-        self._check_values_after_charge(X, y)
+        for X, y in zip(xs, ys, strict=True):
+            self._check_values_after_charge(X, y)
         metric = step_projection.M if isinstance(step_projection, MetricProjection) else None
         ridge = lam / (n if plan.normalizer is None else plan.normalizer)
-        theta = self._run(X, y, theta_start, plan, lr, step_projection, ridge, metric)
+        theta = self._run(xs, ys, theta_start, plan, lr, step_projection, ridge, metric)
         return self._release(theta, receipt)
 
     def _check_data(self, X_in: npt.ArrayLike, y_in: npt.ArrayLike, projection: Projection,
@@ -285,25 +327,33 @@ class DPSGD(Mechanism):
         # Private, contiguous, writeable copies (torch shares their memory; inputs may be read-only releases).
         X = np.array(check_array("X", X_in), dtype=np.float64, order="C")
         y = np.array(check_array("y", y_in), dtype=np.float64, order="C")
-        min_rows = 0 if allow_empty else 1
+        self._check_shapes(X, y, 0 if allow_empty else 1)
+        return X, y, self._check_start(projection, theta0, X.shape[1])
+
+    @staticmethod
+    def _check_shapes(X: Matrix, y: Vector, min_rows: int) -> tuple[Matrix, Vector]:
+        """``(X, y)`` if X is (n, d) with n ≥ ``min_rows``, d ≥ 1, and y is (n,)."""
         if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] < 1:
             raise ValueError(f"X must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        return X, y
+
+    @staticmethod
+    def _check_start(projection: Projection, theta0: npt.ArrayLike | None, dim: int) -> Vector:
+        """The public starting point: ``theta0`` (finite, shape (d,), inside the set) or the set's centre."""
         if not isinstance(projection, (BallProjection, EllipsoidProjection)):
             raise TypeError(
                 f"projection must be a BallProjection or EllipsoidProjection, got {type(projection).__name__}"
             )
-        dim = X.shape[1]
         if theta0 is None:
-            start = projection.center_for(dim)
-        else:
-            start = np.array(theta0, dtype=np.float64)
-            if start.shape != (dim,) or not np.all(np.isfinite(start)):
-                raise ValueError(f"theta0 must be a finite vector of shape ({dim},)")
-            if not projection.contains(start):
-                raise ValueError("theta0 must lie in the projection's set (it is the public starting point)")
-        return X, y, start
+            return projection.center_for(dim)
+        start = np.array(theta0, dtype=np.float64)
+        if start.shape != (dim,) or not np.all(np.isfinite(start)):
+            raise ValueError(f"theta0 must be a finite vector of shape ({dim},)")
+        if not projection.contains(start):
+            raise ValueError("theta0 must lie in the projection's set (it is the public starting point)")
+        return start
 
     def _check_values_after_charge(self, X: Matrix, y: Vector) -> None:
         """The checks of the private values, made once the run is charged: a refusal stays charged.
@@ -333,25 +383,29 @@ class DPSGD(Mechanism):
             yield from np.array_split(self.rng.permutation(n), plan.n_batches)[: plan.steps - taken]
             taken += plan.n_batches
 
-    def _run(self, X: Matrix, y: Vector, theta_start: Vector, plan: DPSGDPlan, lr: float,
-             projection: StepProjection, ridge: float, metric: Matrix | None) -> Vector:
+    def _run(self, xs: tuple[Matrix, ...], ys: tuple[Vector, ...], theta_start: Vector, plan: DPSGDPlan,
+             lr: float, projection: StepProjection, ridge: float, metric: Matrix | None) -> Vector:
         """The noisy loop (:mod:`mechanisms.optim.dpsgd_loops`); called only after the charge was granted.
 
         Every step's noise is drawn here at once (one charge covers all planned steps):
         float-safe, on the power-of-two grid of ``mechanisms.lattice`` for the clipped
         sum's sensitivity 2C in d coordinates (``docs/float-safe-noise.md``); the
-        blocks of :meth:`_blocks` are drawn after it, as the loop consumes them.
+        blocks of :meth:`_blocks` are drawn after it, as the loop consumes them. The rows
+        are consecutive blocks (:func:`~mechanisms.optim.dpsgd_steps.split_rows`); the
+        torch engines get one block.
         """
-        noise = draw_step_noise(self.rng, plan.sigma, self.clip, plan.steps, X.shape[1])
+        n, dim = sum(y.shape[0] for y in ys), xs[0].shape[1]
+        noise = draw_step_noise(self.rng, plan.sigma, self.clip, plan.steps, dim)
         if self.engine == "numpy":
             derivative = (DERIVATIVES[self.loss_name] if self.loss_name is not None
                           else self._loss.derivative)  # type: ignore[union-attr]  # checked in __init__
             rule = StepRule(derivative, self.clip, lr, projection, ridge, metric, plan, noise)
-            return run_numpy(rule, X, y, theta_start, self._blocks(X.shape[0], plan))
+            return run_numpy(rule, xs, ys, theta_start, self._blocks(n, plan))
         from mechanisms.optim import dpsgd_loops  # torch and opacus: only once a torch engine's run starts
 
         rule = StepRule(self.loss, self.clip, lr, projection, ridge, metric, plan, noise)
-        return dpsgd_loops.run_steps(self.engine, rule, X, y, theta_start, self._blocks(X.shape[0], plan))
+        X, y = (xs[0], ys[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(ys))
+        return dpsgd_loops.run_steps(self.engine, rule, X, y, theta_start, self._blocks(n, plan))
 
 
 def _step_projection(projection: Projection, preconditioner: npt.ArrayLike | None, dim: int) -> StepProjection:

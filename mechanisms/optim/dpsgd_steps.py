@@ -33,7 +33,8 @@ from mechanisms.optim.dpsgd_plan import DPSGDPlan
 from mechanisms.optim.projection import BallProjection, EllipsoidProjection, MetricProjection
 
 __all__ = ["DERIVATIVES", "StepNoise", "StepRule", "check_per_sample_derivative", "draw_step_noise",
-           "logistic_derivative", "probit_derivative", "run_numpy"]
+           "logistic_derivative", "probit_derivative", "run_numpy",
+           "split_rows", "BLOCK_ROWS"]
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -165,11 +166,42 @@ def _unclipped_bound(X: Matrix, clip: float) -> tuple[Vector, float]:
     return row_norms, (clip * (1.0 - 2.0**-50) - 1e-6) / slack
 
 
-def run_numpy(rule: StepRule, X: Matrix, y: Vector, theta_start: Vector, blocks: Iterable[Block]) -> Vector:
+#: Rows per block of a full-batch step's sums: temporaries O(block·d), not O(n·d) (docs/design.md,
+#: memory flat in T). The bandits' refit rows arrive in blocks of this size (dpglm.policies.running.Rows).
+BLOCK_ROWS = 16384
+
+
+def split_rows(X: Matrix, y: Vector) -> tuple[tuple[Matrix, ...], tuple[Vector, ...]]:
+    """Views of ``X`` (n, d) and ``y`` (n,) in consecutive blocks of :data:`BLOCK_ROWS` rows (one if n ≤ that)."""
+    n = X.shape[0]
+    if n <= BLOCK_ROWS:
+        return (X,), (y,)
+    starts = range(0, n, BLOCK_ROWS)
+    return tuple(X[s: s + BLOCK_ROWS] for s in starts), tuple(y[s: s + BLOCK_ROWS] for s in starts)
+
+
+def _clipped_sum(rule: StepRule, X: Matrix, y: Vector, norms: Vector, unclipped: float, theta: Vector) -> Vector:
+    """Σ_i min(1, C/(‖g_i‖ + 10⁻⁶))·g_i over the rows, g_i = ℓ'(⟨x_i, θ⟩, y_i)·x_i."""
+    derivative = np.asarray(rule.loss(X @ theta, y), dtype=np.float64)
+    per_sample = derivative[:, None] * X
+    if (np.abs(derivative) * norms).max(initial=0.0) <= unclipped:  # False for NaN
+        factor = np.ones(per_sample.shape[0])  # every factor below is provably exactly 1
+    else:
+        factor = np.minimum(rule.clip / (np.linalg.norm(per_sample, axis=1) + 1e-6), 1.0)
+    total: Vector = factor @ per_sample
+    return total
+
+
+def run_numpy(rule: StepRule, xs: tuple[Matrix, ...], ys: tuple[Vector, ...], theta_start: Vector,
+              blocks: Iterable[Block]) -> Vector:
     """The last iterate of ``rule.plan.steps`` noisy steps over ``blocks``, in numpy (``rule.loss`` is ℓ').
 
-    ``blocks`` (row indices, ``None``: all rows) is consumed lazily (a minibatch
-    partition is drawn after the charge).
+    The rows are ``xs``, ``ys``: consecutive blocks (every block but the last of
+    :data:`BLOCK_ROWS` rows, :func:`split_rows`). A full-batch step sums the clipped
+    gradients a block at a time, in order, so its temporaries stay O(block·d) and rows
+    given in blocks give the same floats as their concatenation split here. ``blocks``
+    (row indices, ``None``: all rows) is consumed lazily (a minibatch partition is drawn
+    after the charge); indices address the concatenated rows, formed once if needed.
 
     Raises
     ------
@@ -178,18 +210,26 @@ def run_numpy(rule: StepRule, X: Matrix, y: Vector, theta_start: Vector, blocks:
     """
     theta = np.array(theta_start, dtype=np.float64)
     noisy_steps = 0
-    row_norms, unclipped = _unclipped_bound(X, rule.clip)
+    bounds = [_unclipped_bound(X, rule.clip) for X in xs]
+    unclipped = bounds[0][1]  # the same for every block (it depends on d and C only)
+    norms = [row_norms for row_norms, _ in bounds]
+    rows = sum(y.shape[0] for y in ys)
+    whole: tuple[Matrix, Vector, Vector] | None = None  # the rows as one array, for minibatch indices
     for index in blocks:
-        X_batch, y_batch = (X, y) if index is None else (X[index], y[index])
-        derivative = np.asarray(rule.loss(X_batch @ theta, y_batch), dtype=np.float64)
-        per_sample = derivative[:, None] * X_batch
-        norms = row_norms if index is None else row_norms[index]
-        if (np.abs(derivative) * norms).max(initial=0.0) <= unclipped:  # False for NaN
-            factor = np.ones(per_sample.shape[0])  # every factor below is provably exactly 1
+        if index is None:
+            clipped = _clipped_sum(rule, xs[0], ys[0], norms[0], unclipped, theta)
+            for X, y, row_norms in zip(xs[1:], ys[1:], norms[1:], strict=True):
+                clipped = clipped + _clipped_sum(rule, X, y, row_norms, unclipped, theta)
+            batch = rows
         else:
-            factor = np.minimum(rule.clip / (np.linalg.norm(per_sample, axis=1) + 1e-6), 1.0)
-        divisor = y_batch.shape[0] if rule.plan.normalizer is None else rule.plan.normalizer
-        gradient = rule.noise.release(factor @ per_sample, noisy_steps) / divisor
+            if whole is None:
+                whole = (xs[0], ys[0], norms[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(ys),
+                                                                      np.concatenate(norms))
+            X, y, row_norms = whole
+            clipped = _clipped_sum(rule, X[index], y[index], row_norms[index], unclipped, theta)
+            batch = index.shape[0]
+        divisor = batch if rule.plan.normalizer is None else rule.plan.normalizer
+        gradient = rule.noise.release(clipped, noisy_steps) / divisor
         noisy_steps += 1
         if rule.ridge > 0:
             gradient += rule.ridge * theta

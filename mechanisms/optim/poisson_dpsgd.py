@@ -139,8 +139,12 @@ class PoissonDPSGD(DPSGD):
                                      f"{plan.steps} steps, add/remove sensitivity C={self.clip!r}, "
                                      f"normalizer={normalizer!r}. {note}").strip())
         self._check_values_after_charge(X, y)
-        theta = self._run(X, y, theta_start, plan, lr, projection, lam / normalizer, None)
+        theta = self._run((X,), (y,), theta_start, plan, lr, projection, lam / normalizer, None)
         return self._release(theta, receipt)
+
+    def fit_blocks(self, *args: Any, **kwargs: Any) -> Release:
+        """Refused: a Poisson run's charge is its own event (:meth:`fit`), not DP-SGD's plan."""
+        raise TypeError("PoissonDPSGD takes its rows as one array (X, y): use fit, whose charge is a Poisson event")
 
     def _blocks(self, n: int, plan: DPSGDPlan) -> Iterator[npt.NDArray[np.int64] | None]:
         """Each step's batch: every row independently with probability q, drawn after the charge."""

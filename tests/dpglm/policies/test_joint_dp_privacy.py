@@ -73,7 +73,7 @@ def _run(neighbour: bool, logs: dict[str, list], couple_dpsgd: bool, *, params: 
     assert policy.exploration_possible
     slots = [("v", policy.design_v.tree, "append"), ("h", policy.design_h.tree, "append")]
     if couple_dpsgd:
-        slots += [("o", policy.estimator_o.dpsgd, "fit"), ("tau", policy.estimator_tau.dpsgd, "fit")]
+        slots += [("o", policy.estimator_o.dpsgd, "fit_blocks"), ("tau", policy.estimator_tau.dpsgd, "fit_blocks")]
     for key, obj, method in slots:
         _couple(obj, method, logs.setdefault(key, []), replay=neighbour and coupled)
     rewards = np.random.default_rng(11).random((T, 3)) < 0.5
