@@ -177,25 +177,27 @@ class StreamElements:
             raise ValueError(f"x must have shape {self.shape[:1]} for an OuterProduct element, got {vector.shape}")
         return self._formed(vector, weight, float(vector.dot(vector)))
 
-    def _formed(self, vector: FloatArray, weight: float, squared: float) -> FloatArray:
-        """w·x xᵀ from a finite x with ``squared`` = x·x, norm-checked as ``w·‖x‖²`` = ‖w x xᵀ‖_F (module docstring)."""
-        self._check_norm(weight * squared)
-        array: FloatArray = vector[:, None] * vector
+    def _formed(self, vector: FloatArray, weight: float, squared: float, out: FloatArray | None = None) -> FloatArray:
+        """w·x xᵀ (into ``out``) from a finite x, ``squared`` = x·x, checked as w·‖x‖² = ‖w x xᵀ‖_F (module doc)."""
+        if weight * squared > self.accepted_norm:
+            self._check_norm(weight * squared)
+        array: FloatArray = np.multiply.outer(vector, vector, out=out)
         array *= weight  # w·(xᵢxⱼ), the same products as weight * (x xᵀ)
         return array
 
-    def outer(self, x: object, weight: float, t: int) -> FloatArray:
+    def outer(self, x: object, weight: float, t: int, out: FloatArray | None = None) -> FloatArray:
         """Element number ``t + 1`` given as (x, w): ``w·x xᵀ``, checked as ``check(OuterProduct(x, w), t)`` is.
 
         The policies' own leaves (a finite float64 vector of shape (d,), a float weight in
-        [0, ∞), a psd stream) are formed and norm-checked directly; anything else goes
-        through :class:`OuterProduct` and :meth:`check`, which refuse it with their messages.
+        [0, ∞), a psd stream) are formed and norm-checked directly, into ``out`` if given;
+        anything else goes through :class:`OuterProduct` and :meth:`check`, which refuse it
+        with their messages (and return a new array).
         """
         if (t < self.horizon and self.psd and type(x) is np.ndarray and x.dtype == np.float64
                 and x.shape == self.shape[:1] and type(weight) is float and 0.0 <= weight < math.inf):
             squared = float(x.dot(x))
             if math.isfinite(squared):
-                return self._formed(x, weight, squared)
+                return self._formed(x, weight, squared, out)
         return self.check(OuterProduct(x, weight), t)
 
     def _check_norm(self, norm: float) -> None:
@@ -574,20 +576,20 @@ class BinaryTreeMechanism(ContinualRelease):
             If the horizon is exhausted or ``x`` is malformed (see ``StreamElements.check``).
         """
         t = self.t
-        element = self._elements.check(x, t) if weight is None else self._elements.outer(x, weight, t)
-        t += 1
-        self.__dict__["t"] = t  # run state (``_MUTABLE``): no read-only guard to consult
-        level = (t & -t).bit_length() - 1
+        level = ((t + 1) & -(t + 1)).bit_length() - 1
         exact, noisy = self._exact, self._noisy
+        slot = exact[min(level, self.depth - 1)]  # empty: the bit of t at this level is 0 (past the horizon: unused)
+        element = self._elements.check(x, t) if weight is None else self._elements.outer(x, weight, t, slot)
+        self.__dict__["t"] = t + 1  # run state (``_MUTABLE``): no read-only guard to consult
         if level:
             node = exact[:level].sum(axis=0)
             node += element  # in place: the same sums as exact[:level].sum(axis=0) + element
             exact[:level] = 0.0
             noisy[:level] = 0.0
-        else:  # an odd t: the node is the element alone
-            node = element
-        exact[level] = node
-        self._nodes.noisy(node, noisy[level])
+            slot[...] = node
+        elif element is not slot:  # an odd t: the node is the element alone (formed in its slot by outer)
+            slot[...] = element
+        self._nodes.noisy(slot, noisy[level])
         # Vouched (Mechanism._release): a sum of noisy nodes, each a checked finite element sum rounded to
         # the grid plus node noise checked finite a block at a time (NodeNoise.noise); no per-value check.
         return self._release(np.add.reduce(noisy), self.receipt, vouched=True)  # = noisy.sum(axis=0)
