@@ -166,10 +166,13 @@ def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> IntArra
         v = _geometric_exp1(rng, u.size)
         if v.size and int(v.max()) > (_INT64_SAFE - t) // t:  # probability < exp(−2^10)
             raise RuntimeError("discrete_laplace: geometric draw beyond int64 (probability below 2^-1000)")
-        x = u + t * v
-        negative = rng.integers(0, 2, size=x.size, dtype=np.int8) == 1
-        keep = ~(negative & (x == 0))
-        y = np.where(negative, -x, x)[keep][:want]
+        x = v
+        x *= t
+        x += u  # u + t·v
+        negative = rng.integers(0, 2, size=x.size, dtype=np.int8).view(np.bool_)  # a fair sign (1: negative)
+        rejected = negative & (x == 0)  # (−, 0) is rejected
+        np.negative(x, out=x, where=negative)
+        y = (x[~rejected] if rejected.any() else x)[:want]
         out[filled: filled + y.size] = y
         filled += y.size
     return out
@@ -283,15 +286,17 @@ def _accept_gaussian(rng: np.random.Generator, magnitude: IntArray, t: int, sigm
         unrouted[small] = False
         rest = np.flatnonzero(unrouted)
     else:
-        rest = np.arange(n)
+        rest = None  # every element (``fast`` None: the identity below)
     exact_scratch: list[int] = []
     resume: list[tuple[int, int, int]] = []  # (element, K, cell)
-    in_float = magnitude[rest] < 2**53  # t < 2^31 always (S ≤ 2^62)
+    candidates = magnitude if rest is None else magnitude[rest]
+    in_float = candidates < 2**53  # t < 2^31 always (S ≤ 2^62)
     fast = rest
     if not in_float.all():
-        fast = rest[in_float]
+        rest = np.arange(n) if rest is None else rest
+        fast, candidates = rest[in_float], candidates[in_float]
         exact_scratch.extend(rest[~in_float].tolist())
-    g_lo, g_hi = _gamma_interval(magnitude[fast], t, sigma2)
+    g_lo, g_hi = _gamma_interval(candidates, t, sigma2)
     if widen:
         g_hi += widen
     whole = np.floor(g_lo)
@@ -299,10 +304,11 @@ def _accept_gaussian(rng: np.random.Generator, magnitude: IntArray, t: int, sigm
     g_lo -= whole  # the fractional parts
     g_hi -= whole
     if not sure.all():
+        fast = np.arange(n) if fast is None else fast
         exact_scratch.extend(fast[~sure].tolist())
         fast, whole, g_lo, g_hi = fast[sure], whole[sure], g_lo[sure], g_hi[sure]
     index = np.flatnonzero(_survive_whole(rng, whole))
-    elements, lo, hi = fast[index], g_lo[index], g_hi[index]
+    elements, lo, hi = index if fast is None else fast[index], g_lo[index], g_hi[index]
     k = 1
     while elements.size:
         cell = rng.integers(0, 2**53, size=elements.size)
