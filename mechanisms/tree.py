@@ -550,8 +550,8 @@ class BinaryTreeMechanism(ContinualRelease):
         return int(np.prod(self.shape))
 
     def _start(self) -> None:
-        self._exact = np.zeros((self.depth, *self.shape))
-        self._noisy = np.zeros((self.depth, *self.shape))
+        self._levels = np.zeros((2, self.depth, *self.shape))  # exact and noisy nodes: emptied together
+        self._exact, self._noisy = self._levels
         self._node_noise()  # after the charge; it draws nothing until the first node
 
     def _noise_weight(self, t: int) -> float:
@@ -582,10 +582,9 @@ class BinaryTreeMechanism(ContinualRelease):
         element = self._elements.check(x, t) if weight is None else self._elements.outer(x, weight, t, slot)
         self.__dict__["t"] = t + 1  # run state (``_MUTABLE``): no read-only guard to consult
         if level:
-            node = exact[:level].sum(axis=0)
+            node = np.add.reduce(exact[:level], axis=0)  # = exact[:level].sum(axis=0)
             node += element  # in place: the same sums as exact[:level].sum(axis=0) + element
-            exact[:level] = 0.0
-            noisy[:level] = 0.0
+            self._levels[:, :level] = 0.0
             slot[...] = node
         elif element is not slot:  # an odd t: the node is the element alone (formed in its slot by outer)
             slot[...] = element
