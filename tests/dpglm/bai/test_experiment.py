@@ -37,21 +37,26 @@ def test_paper_budget_point_scores_every_run():
     assert row["stopped_before"] <= 20
 
 
-def test_the_papers_dptt_time_at_eps_01_is_not_reachable_with_error_below_delta():
+@pytest.mark.parametrize("runs", [100, pytest.param(300, marks=pytest.mark.slow)])
+def test_the_papers_dptt_time_at_eps_01_is_not_reachable_with_error_below_delta(runs):
     """The paper's Figure 1 puts DP-TT on μ1 at τ ≈ 1.14e4 for ε = 0.1; cut there, DP-TT's pick is often wrong.
 
     Every run is scored (cut runs on their empirical best); the 95% lower
     confidence limit of the error must exceed δ = 0.01 for the claim in the
-    README to stand.
+    README to stand. Measured: 6 wrong of 100 (limit 0.022; default suite),
+    23 of 300 (limit 0.049; slow).
     """
-    row = paper_budget_point(0.1, 300, (0, 7))
+    row = paper_budget_point(0.1, runs, (0, 7))
     assert row["error_cp95_low"] > 0.01
 
 
 def test_provable_family_ordering_on_mu1_at_eps_046():
-    """With every stopping rule proven δ-correct, DP-TT beats DP-SE and AdaP-TT on μ1 at ε = 0.46 (medians)."""
+    """With every stopping rule proven δ-correct, DP-TT beats DP-SE and AdaP-TT on μ1 at ε = 0.46 (medians).
+
+    Measured medians over 15 runs: 1.57e4, 1.09e5, 1.63e5 (over 40: 1.56e4, 1.09e5, 1.78e5), ratios 0.14 and 0.10.
+    """
     eps = 10 ** (-3 + 2 * 4 / 3)
-    med = {alg: run_point("mu1", alg, eps, 40, (0, 3, a), 10**7)["median"]
+    med = {alg: run_point("mu1", alg, eps, 15, (0, 3, a), 10**7)["median"]
            for a, alg in enumerate(("DP-TT", "DP-SE", "AdaP-TT"))}
     assert med["DP-TT"] < 0.5 * med["DP-SE"] and med["DP-TT"] < 0.5 * med["AdaP-TT"]
 
