@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -237,11 +238,28 @@ def check_generator(rng: object) -> np.random.Generator:
 
 
 def memory_limit() -> int:
-    """The most bytes one up-front allocation may ask for: the machine's physical memory (16 GiB if unknown)."""
+    """The most bytes one up-front allocation may ask for: the machine's physical memory (16 GiB if
+    unknown), or the address space the process has left under its limit (``ulimit -v``) if less."""
     try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        physical = int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, OSError, ValueError):
-        return 16 * 2**30
+        physical = 16 * 2**30
+    return min(physical, _address_space_left())
+
+
+def _address_space_left() -> int:
+    """``RLIMIT_AS`` less the process's current virtual size (/proc/self/statm); ``sys.maxsize`` if unlimited."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return sys.maxsize
+        with open("/proc/self/statm") as statm:
+            used = int(statm.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ImportError, OSError, ValueError):
+        return sys.maxsize
+    return max(int(soft) - used, 0)
 
 
 def check_memory(name: str, value: object, nbytes: int, what: str) -> None:
@@ -258,8 +276,8 @@ def check_memory(name: str, value: object, nbytes: int, what: str) -> None:
     """
     limit = memory_limit()
     if nbytes > limit:
-        raise ValueError(f"{name}={value!r} needs {_bytes(nbytes)} for {what}, more than this machine's "
-                         f"{_bytes(limit)} of memory")
+        raise ValueError(f"{name}={value!r} needs {_bytes(nbytes)} for {what}, more than the "
+                         f"{_bytes(limit)} of memory this process may use")
 
 
 def check_state_memory(shape: tuple[int, ...], horizon: int, state_bytes: Callable[[int], int], what: str) -> None:

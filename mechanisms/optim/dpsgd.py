@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import GDP, ZCDP
-from accounting.validation import check_array, check_real, check_text
+from accounting.validation import check_array, check_memory, check_real, check_text
 from mechanisms.base import Mechanism
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, check_lr, plan_run
 from mechanisms.optim.dpsgd_steps import (
@@ -49,6 +49,7 @@ from mechanisms.optim.dpsgd_steps import (
     StepRule,
     check_per_sample_derivative,
     draw_step_noise,
+    noise_table_bytes,
     run_numpy,
     split_rows,
 )
@@ -310,6 +311,7 @@ class DPSGD(Mechanism):
         step_projection = _step_projection(projection, preconditioner, dim)
         plan = self.plan(n, steps=steps, cost=cost, noise_multiplier=noise_multiplier, batch_size=batch_size,
                          normalizer=normalizer, dim=dim)
+        self._check_noise_memory(plan.steps, dim)
         receipt = self._charge(  # one charge covers the planned steps and their one release, the last iterate
             plan.cost, mechanism="DPSGD", relation=self.relation, partition=None,
             note=charge_note(plan, self.clip, note),
@@ -329,6 +331,14 @@ class DPSGD(Mechanism):
         y = np.array(check_array("y", y_in), dtype=np.float64, order="C")
         self._check_shapes(X, y, 0 if allow_empty else 1)
         return X, y, self._check_start(projection, theta0, X.shape[1])
+
+    @staticmethod
+    def _check_noise_memory(steps: int, dim: int) -> None:
+        """Refuse, before the charge and naming ``steps``, a run whose noise table cannot fit in memory.
+
+        Every step's noise is drawn up front (:func:`~mechanisms.optim.dpsgd_steps.draw_step_noise`).
+        """
+        check_memory("steps", steps, noise_table_bytes(steps, dim), f"the noise of its steps in {dim} coordinates")
 
     @staticmethod
     def _check_shapes(X: Matrix, y: Vector, min_rows: int) -> tuple[Matrix, Vector]:

@@ -34,7 +34,7 @@ from mechanisms.optim.projection import BallProjection, EllipsoidProjection, Met
 
 __all__ = ["DERIVATIVES", "StepNoise", "StepRule", "check_per_sample_derivative", "draw_step_noise",
            "logistic_derivative", "probit_derivative", "run_numpy",
-           "split_rows", "BLOCK_ROWS"]
+           "split_rows", "BLOCK_ROWS", "NOISE_CHUNK", "noise_table_bytes"]
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -118,16 +118,32 @@ class StepNoise:
         return torch.round(clipped_sum / self.grid) * self.grid + row
 
 
+#: Noise coordinates per sampler call. The exact sampler's temporaries peak near 165 bytes a
+#: value (tracemalloc), so a run's table is drawn in chunks of this many: its memory is the table,
+#: 8·steps·d bytes, plus one chunk's temporaries (about 170 MB), not 165·steps·d bytes.
+NOISE_CHUNK = 2**20
+
+
+def noise_table_bytes(steps: int, dim: int) -> int:
+    """Bytes :func:`draw_step_noise` holds for a run of ``steps`` steps in d = ``dim`` coordinates (at most)."""
+    return 8 * steps * dim + 165 * min(steps * dim, NOISE_CHUNK)
+
+
 def draw_step_noise(rng: np.random.Generator, sigma: float, clip: float, steps: int, dim: int) -> StepNoise:
     """All ``steps`` rows of discrete Gaussian noise on the lattice for sensitivity 2C in d coordinates.
 
-    One draw of steps·d integers from ``rng`` (call it only after the charge); the
-    lattice raises the variance so that the rounded sum's sensitivity 2C + g√d costs
-    the charged ρ (``docs/float-safe-noise.md``).
+    steps·d integers from ``rng``, drawn up front (call it only after the charge) in
+    chunks of :data:`NOISE_CHUNK` (one call, as before chunking, for a run of at most
+    that many coordinates: the same draws); the lattice raises the variance so that
+    the rounded sum's sensitivity 2C + g√d costs the charged ρ (``docs/float-safe-noise.md``).
     """
     lattice = GaussianLattice(sigma, 2 * clip, dim)
-    units = lattice.integers(rng, steps * dim)
-    return StepNoise(lattice.grid, lattice.scale(units, (steps, dim)))
+    rows = np.empty((steps, dim))
+    flat = rows.reshape(-1)
+    for start in range(0, steps * dim, NOISE_CHUNK):
+        stop = min(start + NOISE_CHUNK, steps * dim)
+        flat[start:stop] = lattice.scale(lattice.integers(rng, stop - start), (stop - start,))
+    return StepNoise(lattice.grid, rows)
 
 
 @dataclass(frozen=True)

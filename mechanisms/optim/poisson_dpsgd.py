@@ -133,6 +133,7 @@ class PoissonDPSGD(DPSGD):
         plan = DPSGDPlan(n=n, steps=int(steps), batch_size=n, n_batches=1, epochs=int(steps),
                          noise_multiplier=multiplier, sigma=multiplier * self.clip, cost=event, normalizer=normalizer)
         self._sample_rate = float(sample_rate)
+        self._check_noise_memory(plan.steps, dim)
         receipt = self._charge(event, account=_EventPayer(self.account, delta), mechanism="PoissonDPSGD",
                                partition=None,
                                note=(f"Poisson q={float(sample_rate)!r}, sigma={plan.sigma!r} (z={multiplier!r}), "

@@ -165,3 +165,23 @@ def test_noise_calibrated_from_a_numpy_scalar_cost_is_still_rounded_up():
     (_, _, release), = geometric.observe(np.array([1, 0]), np.array([1.0, 0.0]))
     assert release.receipt.cost == PureDP(Fraction(1, 10))  # not 0.100000001490116...
     assert 1 / Fraction(geometric.scale) <= Fraction(1, 10)  # Lap(b) with 1/b ≤ ε exactly: b rounded up
+
+
+def test_memory_limit_is_the_address_space_left_under_ulimit_v():
+    """In a child whose RLIMIT_AS leaves 1 GiB above its current size, 2 GiB is refused naming the argument."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, resource\n"
+        "from accounting.validation import check_memory, memory_limit\n"
+        "used = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (used + 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
+        "assert 0.9 * 2**30 < memory_limit() <= 2**30, memory_limit()\n"
+        "try:\n"
+        "    check_memory('n', 5, 2 * 2**30, 'a table')\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out == "n=5 needs 2 GiB for a table, more than the 1 GiB of memory this process may use\n"

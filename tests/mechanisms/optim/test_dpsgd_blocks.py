@@ -106,3 +106,43 @@ def test_fit_blocks_refuses_bad_blocks_by_name():
     poisson = PoissonDPSGD(ledger.split({"p": 1})["p"], "probit", np.random.default_rng(0), clip=1.0)
     with pytest.raises(TypeError, match="use fit"):
         poisson.fit_blocks([np.zeros((2, 3))], [np.zeros(2)])
+
+
+def test_noise_in_chunks_is_the_chunks_drawn_one_after_another(monkeypatch):
+    """A table of more than NOISE_CHUNK coordinates: each chunk one sampler call, in order; one call below it."""
+    from mechanisms.lattice import GaussianLattice
+
+    monkeypatch.setattr(steps, "NOISE_CHUNK", 7)
+    rng, reference_rng = np.random.default_rng(3), np.random.default_rng(3)
+    noise = steps.draw_step_noise(rng, 2.0, 1.0, 6, 4)  # 24 coordinates: chunks of 7, 7, 7, 3
+    lattice = GaussianLattice(2.0, 2.0, 4)
+    units = np.concatenate([lattice.integers(reference_rng, size) for size in (7, 7, 7, 3)])
+    np.testing.assert_array_equal(noise.rows, units.reshape(6, 4) * lattice.grid)
+    assert rng.random() == reference_rng.random()  # the same draws were consumed
+    small = steps.draw_step_noise(np.random.default_rng(4), 2.0, 1.0, 1, 4)  # 4 ≤ 7: one call
+    one_call = lattice.integers(np.random.default_rng(4), 4).reshape(1, 4) * lattice.grid
+    np.testing.assert_array_equal(small.rows, one_call)
+
+
+def test_a_noise_table_in_chunks_holds_about_eight_bytes_a_coordinate(monkeypatch):
+    monkeypatch.setattr(steps, "NOISE_CHUNK", 10_000)
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 10, 4)
+    tracemalloc.start()
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 50_000, 4)  # 200,000 coordinates
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 200_000 + 200 * 10_000  # the table and one chunk's temporaries (one call: about 165 B each)
+    monkeypatch.setattr(steps, "NOISE_CHUNK", 200_000)
+    tracemalloc.start()
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 50_000, 4)
+    assert tracemalloc.get_traced_memory()[1] > 8 * 200_000 + 200 * 10_000  # the bound above can fail
+    tracemalloc.stop()
+
+
+def test_a_run_whose_noise_cannot_fit_is_refused_before_its_charge_naming_steps():
+    account = _account(1e6)
+    optimizer = DPSGD(account, "probit", np.random.default_rng(0), clip=1.0)
+    X, y = _rows(10, 3)
+    with pytest.raises(ValueError, match=r"^steps=10000000000000 needs .* for the noise of its steps"):
+        optimizer.fit(X, y, steps=10**13, lr=0.1, projection=BallProjection(1.0), noise_multiplier=1.0)
+    assert account.spent.rho == 0
