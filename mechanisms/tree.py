@@ -550,8 +550,10 @@ class BinaryTreeMechanism(ContinualRelease):
         return int(np.prod(self.shape))
 
     def _start(self) -> None:
-        self._levels = np.zeros((2, self.depth, *self.shape))  # exact and noisy nodes: emptied together
-        self._exact, self._noisy = self._levels
+        # Exact and noisy nodes in one array, emptied together. No attribute may view into it: a
+        # checkpoint saves each array attribute on its own (dpglm.service.walker), so a view would
+        # come back as a separate copy that emptying _levels no longer reaches.
+        self._levels = np.zeros((2, self.depth, *self.shape))
         self._node_noise()  # after the charge; it draws nothing until the first node
 
     def _noise_weight(self, t: int) -> float:
@@ -577,7 +579,7 @@ class BinaryTreeMechanism(ContinualRelease):
         """
         t = self.t
         level = ((t + 1) & -(t + 1)).bit_length() - 1
-        exact, noisy = self._exact, self._noisy
+        exact, noisy = self._levels
         slot = exact[min(level, self.depth - 1)]  # empty: the bit of t at this level is 0 (past the horizon: unused)
         element = self._elements.check(x, t) if weight is None else self._elements.outer(x, weight, t, slot)
         self.__dict__["t"] = t + 1  # run state (``_MUTABLE``): no read-only guard to consult

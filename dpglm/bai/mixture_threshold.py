@@ -209,6 +209,7 @@ class MixtureThreshold:
         eps = self.epsilon
         u_lo = max(1e-300, min(1.0, np.sqrt(8 * 1e-3 / n) / eps))
         u = np.unique(np.concatenate([np.geomspace(u_lo, 1.0, 120), [1.0]]))
+        u.setflags(write=False)  # cached with views of it (a checkpoint saves read-only views as copies)
         u_left, u_right = (u[:-1], u[1:]) if u.size > 1 else (u, u)  # u_min = 1 for every F: only u = 1
         theta = u_right[None, :] * np.exp(-self._v[:-1])[:, None]  # worst (largest) θ of each cell
         with np.errstate(over="ignore", invalid="ignore"):
@@ -231,6 +232,7 @@ class MixtureThreshold:
         """
         if self._j_inf is None:
             u = np.geomspace(1e-6, _U_TOP_INF, 240)
+            u.setflags(write=False)  # cached with views of it (a checkpoint saves read-only views as copies)
             u_left, u_right = u[:-1], u[1:]
             self._j_inf = (self._e @ self._prior(u_left, u_right, 0.0), u_left, u_right)
         j, u_left, u_right = self._j_inf

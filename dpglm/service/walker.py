@@ -90,6 +90,7 @@ class _Encoder:
     def __init__(self, ledger: Any) -> None:
         self.ledger = ledger
         self.arrays: dict[str, np.ndarray] = {}
+        self.paths: dict[str, str] = {}  # where each saved array was met (for messages)
         self.memo: dict[int, int] = {}
         self.keep: list[Any] = []  # ids stay valid while walking
 
@@ -145,6 +146,7 @@ class _Encoder:
                 raise StateError(f"{where}: array of dtype {value.dtype} is not saved (numbers only, no pickle)")
             n = self.register(value)
             self.arrays[f"a{n}"] = value
+            self.paths[f"a{n}"] = where
             return {"__array__": f"a{n}", "ro": not value.flags.writeable, "id": n}
         if isinstance(value, np.random.Generator):
             n = self.register(value)
@@ -228,7 +230,30 @@ def encode(root: Any, where: str = "policy", *, ledger: Any = None) -> tuple[Any
     ``ledger``: the one ledger the state may refer to (its accounts too); None: none.
     """
     encoder = _Encoder(ledger)
-    return encoder.encode(root, where), encoder.arrays
+    tree = encoder.encode(root, where)
+    _check_no_views(encoder.arrays, encoder.paths)
+    return tree, encoder.arrays
+
+
+def _check_no_views(arrays: dict[str, np.ndarray], paths: dict[str, str]) -> None:
+    """Refuse two saved arrays over the same memory, one of them writeable (a view kept beside its base).
+
+    Each array is saved on its own and comes back as its own copy, so a view would no
+    longer see writes to its base after a restore (the state would silently split).
+    Read-only views of read-only data (an env's arm set inside its block) split harmlessly.
+    Spans are visited by their first byte; those still open are checked exactly.
+    """
+    from numpy.lib.array_utils import byte_bounds  # (first byte, one past the last) of any strides
+
+    open_spans: list[tuple[int, str]] = []  # (end, name) of spans that may reach the next start
+    for (start, end), name in sorted((byte_bounds(a), name) for name, a in arrays.items() if a.nbytes):
+        open_spans = [(stop, other) for stop, other in open_spans if stop > start]
+        for _, other in open_spans:
+            writeable = arrays[name].flags.writeable or arrays[other].flags.writeable
+            if writeable and np.shares_memory(arrays[name], arrays[other]):
+                raise StateError(f"{paths[other]} and {paths[name]} share memory (one views the other); "
+                                 "a restore would split them: keep one array and index it")
+        open_spans.append((end, name))
 
 
 class _Decoder:

@@ -159,3 +159,21 @@ def test_two_policies_on_one_journal_restore_independently(tmp_path):
     assert isinstance(Policy.restore(tmp_path / "b.npz", ledger=ledger), JointDPGLMBandit)
     with pytest.raises(CheckpointError, match="already restored"):
         Policy.restore(tmp_path / "a.npz", ledger=ledger)
+
+
+def test_an_array_saved_beside_a_view_of_it_is_refused_naming_both():
+    """A view would come back as its own copy and stop seeing its base (the tree's split-levels bug)."""
+    from dpglm.service.walker import StateError
+
+    levels = np.zeros((2, 3, 4))
+    with pytest.raises(StateError, match=r"policy\['levels'\] and policy\['noisy'\] share memory"):
+        encode({"levels": levels, "noisy": levels[1]})
+    buffer = np.arange(20.0)  # evens [0, 8], then 1 (inside their span, not shared), then 8 (shared)
+    with pytest.raises(StateError, match=r"policy\['a'\] and policy\['c'\] share memory"):
+        encode({"a": buffer[0:10:2], "b": buffer[1:2], "c": buffer[8:9]})
+    frozen = np.arange(6.0)
+    frozen.setflags(write=False)
+    tree, arrays = encode({"x": np.zeros(3), "y": np.ones(3), "strided": levels[:, 0][:, ::2],
+                           "frozen": frozen, "frozen_view": frozen[2:4]})  # read-only views split harmlessly
+    assert len(arrays) == 5
+    np.testing.assert_array_equal(decode(tree, arrays, None)["y"], np.ones(3))
