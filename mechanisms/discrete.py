@@ -77,7 +77,7 @@ def _coin(rng: np.random.Generator, p: IntArray, q: IntArray | int, k: int) -> B
     if qmax * k < _INT64_SAFE:
         return rng.integers(0, q * k, size=p.shape) < p
     first = rng.integers(0, k, size=p.shape) == 0 if k > 1 else np.ones(p.shape, dtype=bool)
-    return first & (rng.integers(0, q) < p)
+    return first & (rng.integers(0, q, size=p.shape) < p)  # one uniform per element (q an int or an array)
 
 
 def bernoulli_exp(rng: np.random.Generator, p: npt.ArrayLike, q: npt.ArrayLike) -> BoolArray:

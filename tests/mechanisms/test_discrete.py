@@ -124,3 +124,16 @@ def test_zero_size_and_determinism():
     a = discrete_gaussian(np.random.default_rng(9), 2**50, 1000)
     b = discrete_gaussian(np.random.default_rng(9), 2**50, 1000)
     assert np.array_equal(a, b)
+
+
+def test_split_coin_draws_one_uniform_per_element():
+    """Bernoulli(p/(qK)) with qK ≥ 2^62 (two draws a coin): independent per element for an int q as for an array.
+
+    Reached by σ² ≈ 2^30 (its integer route's denominator 2σ²t² ≈ 2^61, K = 2); a single
+    shared uniform would make every coin of the call equal in its second factor.
+    """
+    q = 2**61 + 1
+    p = np.full(20000, q // 2, dtype=np.int64)
+    for bound in (q, np.full(20000, q, dtype=np.int64)):
+        heads = discrete._coin(np.random.default_rng(5), p, bound, 2)
+        assert 0.24 < heads.mean() < 0.26  # P = 1/2 · 1/2

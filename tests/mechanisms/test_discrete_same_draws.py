@@ -25,7 +25,7 @@ def ref_coin(rng, p, q, k):
     if int(np.max(q)) * k < _SAFE:
         return rng.integers(0, np.asarray(q, dtype=np.int64) * k, size=p.shape) < p
     first = rng.integers(0, k, size=p.shape) == 0 if k > 1 else np.ones(p.shape, dtype=bool)
-    return first & (rng.integers(0, q) < p)
+    return first & (rng.integers(0, q, size=p.shape) < p)
 
 
 def ref_bernoulli_exp(rng, p, q):
