@@ -49,3 +49,25 @@ def test_dmu_range_rejects_bad_radius(bad):
 def test_floor_must_be_positive():
     with pytest.raises(ValueError, match="floor"):
         FlooredSpectrum.of(np.eye(2), 0.0)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 10, 37])
+@pytest.mark.parametrize("lam, floor", [(1.0, 0.5), (3.7, 1e-3), (0.25, 0.5), (2.0**-20, 1.0)])
+def test_a_scaled_identity_skips_eigh_with_eighs_own_floats(d, lam, floor):
+    """λI (a policy's start) is read without a decomposition; every product equals the eigh path's, bit for bit."""
+    fast = FlooredSpectrum.of(lam * np.eye(d), floor)
+    assert fast.diagonal
+    w, q = np.linalg.eigh(lam * np.eye(d))
+    slow = FlooredSpectrum(np.maximum(w, floor), q)
+    assert not slow.diagonal
+    np.testing.assert_array_equal(fast.eigenvalues, slow.eigenvalues)
+    np.testing.assert_array_equal(fast.eigenvectors, slow.eigenvectors)
+    for name in ("matrix", "inverse", "whitening"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name))
+    assert fast.logdet == slow.logdet
+
+
+@pytest.mark.parametrize("matrix", [np.diag([1.0, 2.0]), np.array([[1.0, 1e-300], [1e-300, 1.0]]),
+                                    np.zeros((2, 2)), np.diag([np.nan, np.nan]), np.diag([np.inf, np.inf])])
+def test_anything_but_a_finite_nonzero_scaled_identity_is_decomposed(matrix):
+    assert not FlooredSpectrum.of(matrix, 0.5).diagonal
