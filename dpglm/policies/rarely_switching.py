@@ -354,29 +354,29 @@ class RarelySwitchingBandit(Policy):
                 return 0
             arms = screened
             products, forms = self._arm_products(arms)
+            norm_sq = forms[:, 0]
         v_norm_sq = forms[:, 1]  # ‖x‖²_{V⁻¹} for every arm
         best = int(v_norm_sq.argmax())
         if v_norm_sq[best] >= self.params.exploration_threshold:  # Criterion I (line 4)
             self.counts["criterion_I"] += 1
-            self._stage(arms, best, products, forms, True)
+            self._stage(arms, best, norm_sq, products, forms, True)
             return best
-        # Columns 2, 3: β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm (the square root of all four
-        # forms is one contiguous call, cheaper than of the two columns' strided view).
-        widths = np.sqrt(np.maximum(forms, 0.0))[:, 2:]
-        bounds = products + widths  # (K, 2): the UCB of line 14 and UCB_o
-        ucb = bounds[:, 0]
+        # β‖x‖_{H_τ⁻¹} and w‖x‖_{V_o⁻¹} of every arm, shape (K, 2)
+        widths = np.sqrt(np.maximum(forms[:, 2:], 0.0))
+        ucb = products[:, 0] + widths[:, 0]
         index = int(ucb.argmax())  # line 14
         if self.counts["refits_o"]:
             # Elimination (line 13) in the metric of θ̂_o's confidence set, V_o. With
             # θ̂_o = 0 (never refitted) it keeps every arm: UCB_o = w‖x‖ ≥ 0 ≥ max LCB_o.
             # Eliminating only lowers UCBs, so the first maximiser stands if it survives.
-            lcb_o = products[:, 1] - widths[:, 1]
+            width = widths[:, 1]
+            centre_o = products[:, 1]
+            lcb_o = centre_o - width
             best_lcb = lcb_o[lcb_o.argmax()]
-            ucb_o = bounds[:, 1]
-            if ucb_o[index] < best_lcb:
-                ucb[ucb_o < best_lcb] = -np.inf
+            if centre_o[index] + width[index] < best_lcb:
+                ucb[centre_o + width < best_lcb] = -np.inf
                 index = int(ucb.argmax())
-        self._stage(arms, index, products, forms, False)
+        self._stage(arms, index, norm_sq, products, forms, False)
         return index
 
     def _outside_ball(self, arms: np.ndarray) -> np.ndarray | None:
@@ -407,18 +407,18 @@ class RarelySwitchingBandit(Policy):
                 self.counts["criterion_II"] += 1
                 self._refit_tau()
 
-    def _stage(self, arms: np.ndarray, index: int, products: np.ndarray, forms: np.ndarray, explored: bool) -> None:
+    def _stage(self, arms: np.ndarray, index: int, norm_sq: np.ndarray, products: np.ndarray, forms: np.ndarray,
+               explored: bool) -> None:
         """Keep the chosen context, clipped to the unit ball, in its refit set's next row until the reward comes.
 
         Also kept: ``⟨x, θ̂_o⟩`` of the clipped x (the H leaf's weight) and ``‖x‖²_{H_τ⁻¹}``
         of the unclipped x, an upper bound for the clipped one (Criterion II's bound).
         """
-        norm_sq, _, h_form, _ = forms[index].tolist()
-        scale = 1.0 / math.sqrt(norm_sq) if norm_sq > 1.0 else 1.0
+        scale = 1.0 / math.sqrt(norm_sq[index]) if norm_sq[index] > 1.0 else 1.0
         row = (self._rows_o if explored else self._rows_h).stage(arms[index])
         if scale != 1.0:
             row *= scale  # x/‖x‖: the leaves' unit-ball bound holds exactly
-        self._pending = (row, explored, products[index, 1].item() * scale, h_form / self._width_sq[0])
+        self._pending = (row, explored, float(products[index, 1]) * scale, float(forms[index, 2]) / self._width_sq[0])
 
     def observe(self, reward: float) -> None:
         """Paper Alg. 2, lines 5–6 and 15–16: feed ``V`` or ``H`` (θ̂_o is refitted in :meth:`choose`)."""
