@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="main runs per neighbour (default: the audit's own, see audits/catalogue.py)")
     parser.add_argument("--epsilon", type=float, action="append", default=None,
                         help="target ε (repeatable; default 0.5, 1, 2, 4 for mechanisms, 1 for planted bugs)")
-    parser.add_argument("--quick", action="store_true", help="small run counts and sizes (all: about 2 CPU-minutes)")
+    parser.add_argument("--quick", action="store_true", help="small run counts and sizes (all: about 100 CPU-seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every audit's generator (default 0)")
     parser.add_argument("--out", default=os.path.join("results", "audits"),
                         help="directory for JSON results and PNG plots, each command in its own subfolder: "
