@@ -286,8 +286,8 @@ class DPSGD(Mechanism):
         allow_empty = normalizer is not None
         if not isinstance(xs, (list, tuple)) or not isinstance(ys, (list, tuple)) or len(xs) != len(ys) or not xs:
             raise TypeError("xs and ys must be lists or tuples of the same positive number of row blocks")
-        blocks = [self._check_shapes(check_array("xs", x), check_array("ys", v), 0)
-                  for x, v in zip(xs, ys, strict=True)]
+        blocks = [self._check_shapes(check_array("xs", x), check_array("ys", v), 0, (f"xs[{i}]", f"ys[{i}]"))
+                  for i, (x, v) in enumerate(zip(xs, ys, strict=True))]
         dims = {x.shape[1] for x, _ in blocks}
         rows = sum(x.shape[0] for x, _ in blocks)
         if len(dims) != 1 or rows < (0 if allow_empty else 1):
@@ -341,12 +341,14 @@ class DPSGD(Mechanism):
         check_memory("steps", steps, noise_table_bytes(steps, dim), f"the noise of its steps in {dim} coordinates")
 
     @staticmethod
-    def _check_shapes(X: Matrix, y: Vector, min_rows: int) -> tuple[Matrix, Vector]:
-        """``(X, y)`` if X is (n, d) with n ≥ ``min_rows``, d ≥ 1, and y is (n,)."""
+    def _check_shapes(X: Matrix, y: Vector, min_rows: int, names: tuple[str, str] = ("X", "y"),
+                      ) -> tuple[Matrix, Vector]:
+        """``(X, y)`` if X is (n, d) with n ≥ ``min_rows``, d ≥ 1, and y is (n,); errors say ``names``."""
+        x_name, y_name = names
         if X.ndim != 2 or X.shape[0] < min_rows or X.shape[1] < 1:
-            raise ValueError(f"X must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")
+            raise ValueError(f"{x_name} must have shape (n, d) with n >= {min_rows}, d >= 1, got {X.shape}")
         if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+            raise ValueError(f"{y_name} must have shape ({X.shape[0]},) to match {x_name}, got {y.shape}")
         return X, y
 
     @staticmethod

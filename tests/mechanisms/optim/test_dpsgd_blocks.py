@@ -99,6 +99,9 @@ def test_fit_blocks_refuses_bad_blocks_by_name():
     with pytest.raises(ValueError, match="xs must be row blocks of one width"):
         optimizer.fit_blocks([np.zeros((2, 3)), np.zeros((2, 4))], [np.zeros(2), np.zeros(2)], steps=1, lr=0.1,
                              projection=BallProjection(1.0), cost=ZCDP(0.1))
+    with pytest.raises(ValueError, match=r"^ys\[1\] must have shape \(2,\) to match xs\[1\], got \(3,\)$"):
+        optimizer.fit_blocks([np.zeros((2, 3)), np.zeros((2, 3))], [np.zeros(2), np.zeros(3)], steps=1, lr=0.1,
+                             projection=BallProjection(1.0), cost=ZCDP(0.1))
     with pytest.raises(TypeError, match="xs and ys must be lists or tuples"):
         optimizer.fit_blocks(np.zeros((2, 3)), [np.zeros(2)], steps=1, lr=0.1, projection=BallProjection(1.0),
                              cost=ZCDP(0.1))
