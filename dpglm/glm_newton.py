@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.linalg.lapack import dposv as _posv
 
+from mechanisms.optim.dpsgd_steps import BLOCK_ROWS, split_rows
+
 if TYPE_CHECKING:
     from dpglm.glm import GLMFamily
 
@@ -32,7 +34,7 @@ def _solve_pd(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return step
 
 
-_GRAM_CHUNK = 16384  # rows per block: a sum over rows keeps its temporaries O(block·d), not O(n·d)
+_GRAM_CHUNK = BLOCK_ROWS  # rows per block (DP-SGD's too): a sum over rows keeps its temporaries O(block·d)
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,7 @@ class RowBlocks:
     @classmethod
     def split(cls, X: np.ndarray, y: np.ndarray) -> RowBlocks:
         """Views of ``X`` (n, d) and ``y`` (n,) cut into blocks of ``_GRAM_CHUNK`` rows (one block if n ≤ that)."""
-        n, size = X.shape[0], _GRAM_CHUNK
-        if n <= size:
-            return cls((X,), (y,))
-        starts = range(0, n, size)
-        return cls(tuple(X[s: s + size] for s in starts), tuple(y[s: s + size] for s in starts))
+        return cls(*split_rows(X, y, _GRAM_CHUNK))
 
     @property
     def n(self) -> int:

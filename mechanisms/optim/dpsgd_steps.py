@@ -187,13 +187,17 @@ def _unclipped_bound(X: Matrix, clip: float) -> tuple[Vector, float]:
 BLOCK_ROWS = 16384
 
 
-def split_rows(X: Matrix, y: Vector) -> tuple[tuple[Matrix, ...], tuple[Vector, ...]]:
-    """Views of ``X`` (n, d) and ``y`` (n,) in consecutive blocks of :data:`BLOCK_ROWS` rows (one if n ≤ that)."""
-    n = X.shape[0]
-    if n <= BLOCK_ROWS:
+def split_rows(X: Matrix, y: Vector, size: int | None = None) -> tuple[tuple[Matrix, ...], tuple[Vector, ...]]:
+    """Views of ``X`` (n, d) and ``y`` (n,) in consecutive blocks of ``size`` rows (one if n ≤ that).
+
+    ``size`` defaults to :data:`BLOCK_ROWS`; the GLM Newton fits (``dpglm.glm_newton.RowBlocks``)
+    cut their rows with the same function and block size.
+    """
+    n, size = X.shape[0], BLOCK_ROWS if size is None else size
+    if n <= size:
         return (X,), (y,)
-    starts = range(0, n, BLOCK_ROWS)
-    return tuple(X[s: s + BLOCK_ROWS] for s in starts), tuple(y[s: s + BLOCK_ROWS] for s in starts)
+    starts = range(0, n, size)
+    return tuple(X[s: s + size] for s in starts), tuple(y[s: s + size] for s in starts)
 
 
 def _clipped_sum(rule: StepRule, X: Matrix, y: Vector, norms: Vector, unclipped: float, theta: Vector) -> Vector:
