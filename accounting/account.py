@@ -4,7 +4,7 @@ The rules they enforce (exact arithmetic, filters, parallel composition,
 splits, relations, currencies) are listed in :mod:`accounting.ledger`; this
 module holds the per-account state and the charge and split paths. Every
 charge and split runs inside the ledger's journal transaction
-(:meth:`accounting.ledger.Ledger._transaction`, :mod:`accounting.store`): the
+(:meth:`accounting.ledger.Ledger._transaction`, :mod:`accounting.journal.store`): the
 rows other processes added are replayed first, then the budget is checked and
 the row appended; the in-memory spend changes only after the row committed.
 """
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, account_name, check_partition
 from accounting.costs import ORDERS, RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
-from accounting.journal import JournalMismatchError
-from accounting.persistence import charge_payload, split_payload
+from accounting.journal.errors import JournalMismatchError
+from accounting.journal.persistence import charge_payload, split_payload
 from accounting.restate import Unpayable, restate
 from accounting.spend import (
     ZERO,

@@ -1,59 +1,11 @@
-"""The errors and the warning every journal store raises (:mod:`accounting.store`), one line each, naming the path.
+"""Moved to :mod:`accounting.journal.errors` (the journal's own room, docs/design.md).
 
-They live here, apart from the SQLite code, so that every store (the file
-journal, :mod:`accounting.journal`; the PostgreSQL journal) raises the same
-classes; :mod:`accounting.journal` and :mod:`accounting` re-export them.
-docs/threat-model.md says which fault raises which.
+This old path stays so that old imports keep working: it *is* the new module
+(the same module object, so every name, and every patch of one, is shared).
 """
 
-from __future__ import annotations
+import sys
 
-from accounting.sidelock import NetworkFilesystemError
+from accounting.journal import errors
 
-__all__ = [
-    "JournalAnchorWarning",
-    "JournalBusyError",
-    "JournalCorruptError",
-    "JournalDiskFullError",
-    "JournalMismatchError",
-    "JournalPathError",
-    "JournalReadOnlyError",
-    "JournalReplacedError",
-    "NetworkFilesystemError",
-]
-
-
-class JournalMismatchError(ValueError):
-    """The journal was written for another budget, relation or split, or is not a ledger journal."""
-
-
-class JournalCorruptError(JournalMismatchError):
-    """The file is empty, truncated, damaged, not a dpglm journal, or has lost rows (its anchor says so)."""
-
-
-class JournalPathError(JournalMismatchError):
-    """The journal is not where it was created (a copy or a moved file), or has more than one hard link.
-
-    Charging it could fork the budget: the copy and the original would each
-    grant the rest of it. It can still be opened read-only to show it.
-    """
-
-
-class JournalBusyError(RuntimeError):
-    """Another program held the journal's write lock for longer than the journal waits."""
-
-
-class JournalReadOnlyError(PermissionError):
-    """The journal is read-only (file, directory, or opened for showing): it cannot be charged."""
-
-
-class JournalReplacedError(RuntimeError):
-    """The journal file was deleted or replaced while a ledger had it open."""
-
-
-class JournalDiskFullError(OSError):
-    """The disk (or the quota) holding the journal is full: the charge was refused, nothing was granted."""
-
-
-class JournalAnchorWarning(UserWarning):
-    """A journal was opened without its anchor: a rollback to an older copy could not be checked."""
+sys.modules[__name__] = errors

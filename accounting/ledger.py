@@ -30,7 +30,7 @@ Rules (docs/design.md, accounting/; docs/references.md, "Privacy definitions and
   spend vector (:mod:`accounting.spend`).
 - **Charging is a transaction.** Each charge or split runs, under this
   ledger's own lock, inside one transaction of its journal store
-  (:mod:`accounting.store`): take the journal's cross-process lock, replay the
+  (:mod:`accounting.journal.store`): take the journal's cross-process lock, replay the
   rows other ledgers (in this or other processes) committed since this one
   last looked, check the budget, append the hash-chained row, commit durably,
   release. The in-memory spend changes only after the commit, so a charge
@@ -63,9 +63,9 @@ from accounting.costs import (
     cost_from_dict,
     cost_to_dict,
 )
-from accounting.persistence import replay, restore
+from accounting.journal.persistence import replay, restore
+from accounting.journal.store import JournalStore, Transaction, open_journal
 from accounting.spend import CURRENCIES, Currency, currency_of, exhausted, in_currency
-from accounting.store import JournalStore, Transaction, open_journal
 from accounting.uncopyable import Uncopyable
 
 __all__ = ["CURRENCIES", "Account", "BudgetExceeded", "Currency", "Ledger", "PartitionKey", "Receipt"]
@@ -84,7 +84,7 @@ class Ledger(Uncopyable):
     journal : str, os.PathLike, journal store or None
         SQLite journal file, hash-chained and anchored
         (:mod:`accounting.journal`), or a ``postgresql://`` /
-        ``postgres://`` URL (:mod:`accounting.store`); None or ``":memory:"``:
+        ``postgres://`` URL (:mod:`accounting.journal.store`); None or ``":memory:"``:
         in memory only. Opening an existing journal with the same budget
         restores every split and charge; any number of ledgers, in any
         processes, may share one journal, each charge a transaction on it.
@@ -138,7 +138,7 @@ class Ledger(Uncopyable):
     def from_journal(cls, journal: str | os.PathLike[str], *, read_only: bool = False) -> Ledger:
         """Open an existing journal with the budget and relation it was written for.
 
-        ``journal`` is a file path or a ``postgresql://`` URL (:mod:`accounting.store`).
+        ``journal`` is a file path or a ``postgresql://`` URL (:mod:`accounting.journal.store`).
         With ``read_only=True`` (``dpglm ledger show``) the ledger reports, and
         every charge or new split raises
         :class:`~accounting.journal.JournalReadOnlyError`.
@@ -202,7 +202,7 @@ class Ledger(Uncopyable):
         restore checks "never restored before" and writes its row atomically. The row
         is counted only once durably journalled. Without a journal it is kept in memory.
         """
-        from accounting.persistence import SERVICE_KINDS
+        from accounting.journal.persistence import SERVICE_KINDS
 
         if kind not in SERVICE_KINDS:
             raise ValueError(f"kind must be one of {SERVICE_KINDS}, got {kind!r}")

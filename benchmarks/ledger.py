@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.ledger [--seconds S] [--dir DIR] [--memory N]``.
 First the in-memory charge paths (zCDP, 16 partitions, gdp, rdp accounts),
 then the journal.
 
-Each journalled charge (accounting/journal.py) is one transaction: flock on
+Each journalled charge (accounting/journal/sqlite.py) is one transaction: flock on
 the side lock, ``BEGIN IMMEDIATE``, read the rows others added, check the
 budget, ``INSERT``, ``COMMIT`` (WAL, ``synchronous=FULL``: the ``-wal`` is
 fsync'd), then the anchor is rewritten and ``fdatasync``'d. The baseline is
@@ -41,7 +41,7 @@ from typing import Any
 
 from accounting import GDP, RDP, ZCDP, ApproxDP, Cost, Ledger
 from accounting.costs import ORDERS
-from accounting.sidelock import filesystem_type
+from accounting.journal.sidelock import filesystem_type
 
 BUDGET = ZCDP(10**9)
 COST = ZCDP(Fraction(1, 10**6))

@@ -1,7 +1,7 @@
 """Worker processes on a dask cluster train DP-SGD on one dataset, all charging one PostgreSQL budget.
 
 Run ``python examples/shared_budget.py [postgresql://user@host:port/db]`` (needs the ``postgres`` and
-``dask`` extras). Without a URL it starts a throwaway PostgreSQL server (``accounting._pgserver``;
+``dask`` extras). Without a URL it starts a throwaway PostgreSQL server (``accounting.journal._pgserver``;
 Debian's ``postgresql-15`` binaries) and a temporary anchor directory, and removes both at the end.
 
 Each task opens its own ``Ledger(ZCDP(rho), journal=URL)`` in its worker process (ledgers cannot be
@@ -62,13 +62,13 @@ def main(url: str | None = None, tasks: int = 4, rho: str = "1", cost: str = "0.
     from dask.distributed import Client, LocalCluster
 
     from accounting import ZCDP, Ledger
-    from accounting.postgres_journal import parse_url
+    from accounting.journal.postgres import parse_url
 
     server = None
     anchors = None
     saved = os.environ.get("DPGLM_ANCHOR_DIR")
     if url is None:
-        from accounting._pgserver import TemporaryServer
+        from accounting.journal._pgserver import TemporaryServer
 
         server = TemporaryServer().start()
         anchors = tempfile.TemporaryDirectory(prefix="dpglm-anchors-")

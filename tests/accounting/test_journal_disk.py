@@ -15,8 +15,8 @@ from fractions import Fraction
 import pytest
 
 from accounting import ApproxDP, JournalDiskFullError, Ledger, PureDP
-from accounting.anchor import AnchorFile
 from accounting.journal import Journal
+from accounting.journal.anchor import AnchorFile
 
 
 class _FullOnCommit:

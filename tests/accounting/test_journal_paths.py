@@ -24,7 +24,7 @@ from accounting import (
     NetworkFilesystemError,
     PureDP,
 )
-from accounting.sidelock import filesystem_type
+from accounting.journal.sidelock import filesystem_type
 
 
 def _charge(path: str | os.PathLike[str], times: int, eps: float = 0.1) -> None:
@@ -147,7 +147,7 @@ def test_network_filesystems_are_refused_by_their_mount_type(tmp_path, monkeypat
     assert filesystem_type(str(tmp_path / "ss" / "a" / "run.db"), str(mounts)) == "fuse.sshfs"
     assert filesystem_type(str(tmp_path / "my"), str(mounts)) == "ext4"  # a prefix of a mount point is not in it
     assert filesystem_type(str(tmp_path), str(tmp_path / "missing")) is None
-    monkeypatch.setattr("accounting.sidelock.filesystem_type", lambda path: "nfs4")
+    monkeypatch.setattr("accounting.journal.sidelock.filesystem_type", lambda path: "nfs4")
     with pytest.raises(NetworkFilesystemError, match=r"run\.db is on a network filesystem \(nfs4\)"):
         Ledger(PureDP(1), journal=tmp_path / "run.db")
     assert not (tmp_path / "run.db").exists()

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounting import ZCDP, ApproxDP, BudgetExceeded, JournalMismatchError, Ledger, PureDP
-from accounting.persistence import replay
+from accounting.journal.persistence import replay
 
 F = Fraction
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accounting._pgserver import find_bin
+from accounting.journal._pgserver import find_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Fixtures of the PostgreSQL journal tests: one throwaway server per session (``accounting._pgserver``).
+"""Fixtures of the PostgreSQL journal tests: one throwaway server per session (``accounting.journal._pgserver``).
 
 The tests skip, saying why, when the server binaries (Debian: ``postgresql-15``) or psycopg (the
 ``postgres`` extra) are missing; ``.ci/run`` installs both.
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from accounting._pgserver import TemporaryServer, find_bin
+from accounting.journal._pgserver import TemporaryServer, find_bin
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
-from accounting.postgres_journal import PostgresJournal  # noqa: E402
+from accounting.journal.postgres import PostgresJournal  # noqa: E402
 
 
 def _charge_until_refused(url, name, count, receipts):
@@ -22,7 +22,7 @@ def _charge_until_refused(url, name, count, receipts):
     counts to RECEIPTS.done.
     """
     from accounting import BudgetExceeded, Ledger, PureDP
-    from accounting.postgres_journal import JournalUnavailableError
+    from accounting.journal.postgres import JournalUnavailableError
 
     unavailable = refused = done = 0
     while True:  # a worker that starts while the server restarts opens again, as a user would

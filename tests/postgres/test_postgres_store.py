@@ -1,4 +1,4 @@
-"""The PostgreSQL journal store (accounting.postgres_journal) on a real server: chain, anchors, refusals."""
+"""The PostgreSQL journal store (accounting.journal.postgres) on a real server: chain, anchors, refusals."""
 
 import errno
 import os
@@ -9,7 +9,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
 from accounting.journal import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError  # noqa: E402
-from accounting.postgres_journal import (  # noqa: E402
+from accounting.journal.postgres import (  # noqa: E402
     JournalNotDurableError,
     JournalUnavailableError,
     PostgresJournal,
@@ -221,7 +221,7 @@ def test_a_connection_cut_while_it_is_being_checked_is_unavailable_and_tried_aga
 
 
 def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_url, monkeypatch):
-    """The store contract (accounting/store.py): a row committed but not acknowledged is counted later."""
+    """The store contract (accounting/journal/store.py): a row committed but not acknowledged is counted later."""
     store = PostgresJournal(pg_url, create=HEADER)
 
     def full(anchor):

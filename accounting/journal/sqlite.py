@@ -1,13 +1,13 @@
 """The file journal: an append-only, hash-chained SQLite file shared by every ledger on one host.
 
-:class:`Journal` implements the store contract of :mod:`accounting.store`
+:class:`Journal` implements the store contract of :mod:`accounting.journal.store`
 (read that first: ``path``, ``journal_id``, ``read_only``, ``read_meta()``,
 ``events()``, ``transaction()``, ``close()``). What it guarantees
 (docs/threat-model.md has the whole argument, and the tests):
 
 - **Charging is a transaction, not a held lock.** Any number of ledgers, in
   any number of processes and threads, may have one journal open. Each charge
-  is: ``flock`` on ``REALPATH.lock`` (:mod:`accounting.sidelock`; FIFO-like
+  is: ``flock`` on ``REALPATH.lock`` (:mod:`accounting.journal.sidelock`; FIFO-like
   waiting, never released by an unrelated close) → ``BEGIN IMMEDIATE`` → read
   the rows others added since this store last looked, checking their chain →
   (the ledger replays them and checks its budget) → ``INSERT`` the chained row
@@ -34,7 +34,7 @@
   of them; each row holds the hash of the previous row (the header's for row 1)
   and SHA-256 over that hash, its seq and its stored text. Every row is checked
   when it is first read, at open or inside a transaction.
-- **One anchor per journal** (:mod:`accounting.anchor`): ``REALPATH.anchor``,
+- **One anchor per journal** (:mod:`accounting.journal.anchor`): ``REALPATH.anchor``,
   symlinks resolved, holding the journal id and the last row. A database ahead
   of its anchor (a crash between commit and anchor) is re-anchored; an anchor
   ahead of the database (rows lost: a cut, an older copy, a lost ``-wal``) is
@@ -64,8 +64,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from accounting.anchor import Anchor, AnchorFile, _identity, anchor_path, read_anchor
-from accounting.journal_errors import (
+from accounting.journal.anchor import Anchor, AnchorFile, _identity, anchor_path, read_anchor
+from accounting.journal.errors import (
     JournalAnchorWarning,
     JournalBusyError,
     JournalCorruptError,
@@ -76,7 +76,7 @@ from accounting.journal_errors import (
     JournalReplacedError,
     NetworkFilesystemError,
 )
-from accounting.journal_rows import (
+from accounting.journal.rows import (
     FORMAT,
     ChainReader,
     canonical,
@@ -84,8 +84,8 @@ from accounting.journal_rows import (
     row_hash,
     sqlite_failure,
 )
-from accounting.sidelock import SideLock, refuse_network_filesystem
-from accounting.store import Event
+from accounting.journal.sidelock import SideLock, refuse_network_filesystem
+from accounting.journal.store import Event
 
 __all__ = [
     "FORMAT",
@@ -102,7 +102,7 @@ __all__ = [
 ]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-# the chain's hashes under the names other stores import (accounting.postgres_journal)
+# the chain's hashes under the names other stores import (accounting.journal.postgres)
 _canonical, _header_hash, _row_hash = canonical, header_hash, row_hash
 _BUSY_TIMEOUT = 30.0  # seconds SQLite waits for a writer that does not take the side lock
 
@@ -124,7 +124,7 @@ def _disk_full(path: str, error: OSError) -> Exception:
 
 
 class _Transaction:
-    """What :meth:`Journal.transaction` yields (:class:`accounting.store.Transaction`)."""
+    """What :meth:`Journal.transaction` yields (:class:`accounting.journal.store.Transaction`)."""
 
     def __init__(self, journal: Journal, new_events: list[Event]) -> None:
         self._journal = journal
@@ -456,7 +456,7 @@ class Journal:
 
     @contextmanager
     def transaction(self) -> Iterator[_Transaction]:
-        """:meth:`accounting.store.JournalStore.transaction`: lock, read others' rows, append, commit, anchor."""
+        """:meth:`accounting.journal.store.JournalStore.transaction`: lock, read new rows, append, commit, anchor."""
         conn = self._conn
         if conn is None:
             raise RuntimeError(f"journal {self.path} is closed")
