@@ -108,6 +108,7 @@ class Account(Uncopyable):
         self._funded: dict[PartitionKey, Vector] = {}  # budgets handed to children under a partition key
         self._bucket_widest: Vector = self._zero  # component-wise max over keys of charges + funded (sums only grow)
         self._splits: list[_Split] = []  # journalled splits of this account, in seq order
+        self._split_of: dict[str, int] = {}  # child name -> index in _splits of the first split naming it
         self.children: dict[str, Account] = {}
         self._usage: dict[tuple[bool, str], _Usage] = {}
         self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
@@ -346,23 +347,23 @@ class Account(Uncopyable):
         :class:`~accounting.journal.JournalMismatchError` if not; names this
         ledger already split off are a ``ValueError``.
         """
-        names = set(weights)
-        for number, split in enumerate(self._splits, 1):
-            if not names & set(split.weights):
-                continue
-            if split.claimed:
-                clash = [name for name in weights if name in split.weights]
-                raise ValueError(f"weights: account {account_name(self.path)!r} already has children {clash}")
-            if (names != set(split.weights) or split.weights != weights or split.currencies != currencies
-                    or split.partition != partition):
-                raise JournalMismatchError(
-                    f"journal {self._ledger.journal_path}: split #{number} of account {account_name(self.path)!r} "
-                    f"was {describe_split(split.weights, split.currencies, split.partition)}, "
-                    f"now {describe_split(weights, currencies, partition)}"
-                )
-            split.claimed = True
-            return dict(split.children)
-        return None
+        found = [self._split_of[name] for name in weights if name in self._split_of]
+        if not found:
+            return None
+        number = min(found) + 1  # the earliest split naming any of them, as a scan in seq order finds it
+        split = self._splits[number - 1]
+        if split.claimed:
+            clash = [name for name in weights if name in split.weights]
+            raise ValueError(f"weights: account {account_name(self.path)!r} already has children {clash}")
+        if (set(weights) != set(split.weights) or split.weights != weights or split.currencies != currencies
+                or split.partition != partition):
+            raise JournalMismatchError(
+                f"journal {self._ledger.journal_path}: split #{number} of account {account_name(self.path)!r} "
+                f"was {describe_split(split.weights, split.currencies, split.partition)}, "
+                f"now {describe_split(weights, currencies, partition)}"
+            )
+        split.claimed = True
+        return dict(split.children)
 
     def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency], planned: Plan,
                      partition: PartitionKey = None) -> dict[str, Account]:
@@ -379,6 +380,8 @@ class Account(Uncopyable):
             children[name] = child
         if partition is not None:
             self._bucket_widest = widest(self._bucket_widest, self._bucket(partition))
+        for name in weights:
+            self._split_of.setdefault(name, len(self._splits))
         self._splits.append(_Split(weights, currencies, children, partition))
         return children
 

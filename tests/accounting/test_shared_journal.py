@@ -141,6 +141,23 @@ def test_splits_across_ledgers_are_replayed_or_refused_inside_the_transaction(tm
     b.close()
 
 
+def test_a_split_naming_children_of_two_journalled_splits_is_refused_naming_the_earliest(tmp_path):
+    # the lookup is by child name (an index, not a scan): the first split in seq order that names any of
+    # the asked names decides, exactly as a scan of every earlier split would
+    path = tmp_path / "run.db"
+    a = Ledger(PureDP(4), journal=path)
+    for k in range(5):
+        a.split({f"user-{k}": 1}, partition=k)
+    b = Ledger(PureDP(4), journal=path)
+    with pytest.raises(JournalMismatchError, match="split #3 of account '<root>' was"):
+        b.split({"user-4": 1, "user-2": 1}, partition=2)
+    assert b.split({"user-3": 1}, partition=3)["user-3"].budget == PureDP(4)  # replayed and claimed
+    with pytest.raises(ValueError, match=r"already has children \['user-3'\]"):
+        b.split({"user-3": 1, "user-9": 1}, partition=3)
+    a.close()
+    b.close()
+
+
 WORKER = textwrap.dedent(
     """
     import sys
