@@ -57,6 +57,7 @@ __all__ = [
     "HalvedNoiseFactorization",
     "HalvedNoisePartitionedTree",
     "HalvedNoiseTree",
+    "HalvedNoiseVectorisedDPSGD",
     "HalvedScaleGeometricMean",
     "HalvedSensitivityGaussian",
     "HalvedSensitivityLaplace",
@@ -166,6 +167,27 @@ class AddRemoveNoiseDPSGD(DPSGD):
         correct = super().plan(n, **kwargs)
         return dataclasses.replace(correct, noise_multiplier=correct.noise_multiplier / 2,
                                    sigma=correct.sigma / 2)
+
+
+class HalvedNoiseVectorisedDPSGD(DPSGD):
+    """Bug in one engine: ``engine="vectorised"`` adds half of each step's noise (σ/2); the charge is unchanged.
+
+    The noise table is drawn and charged as the plan says; during ``fit`` the vectorised
+    engine's loop (``mechanisms.optim.dpsgd_loops._loop_vectorised``) is handed the same
+    rule with every noise row halved. The numpy and opacus engines are untouched, so
+    only an audit that runs the vectorised engine can see it (issue 33).
+    """
+
+    def fit(self, *args: Any, **kwargs: Any) -> Release:
+        def wrap(loop: Callable) -> Callable:
+            def halved(rule: Any, metric: Any, batches: Any, theta_start: np.ndarray) -> object:
+                noise = dataclasses.replace(rule.noise, rows=rule.noise.rows / 2)
+                return loop(dataclasses.replace(rule, noise=noise), metric, batches, theta_start)
+            return halved
+        if self.engine != "vectorised":
+            return super().fit(*args, **kwargs)
+        with replaced("mechanisms.optim.dpsgd_loops", "_loop_vectorised", wrap):
+            return super().fit(*args, **kwargs)
 
 
 class UnsampledPoissonDPSGD(PoissonDPSGD):
