@@ -49,6 +49,7 @@ __all__ = ["Mechanism"]
 _CONSTRUCTED = "_Mechanism__constructed"
 _GRANTS = "_Mechanism__grants"
 _SPENT = "_Mechanism__spent"
+_STOPPED = "_Mechanism__stopped"
 
 
 class _Constructed(abc.ABCMeta):
@@ -104,6 +105,7 @@ class Mechanism(metaclass=_Constructed):
         ``partition``, ``note``). Raises ``accounting.BudgetExceeded`` if refused;
         then nothing is recorded, and the caller must not draw noise.
         """
+        self._check_running()
         releases = check_int("releases", releases, 1, why="the releases one charge covers")
         payer = self.account if account is None else account
         receipt = payer.charge(cost, **charge)
@@ -129,6 +131,7 @@ class Mechanism(metaclass=_Constructed):
         ValueError
             If the releases ``receipt`` covers are all made.
         """
+        self._check_running()
         grants = self.__dict__.get(_GRANTS, {})
         entry = grants.get(id(receipt))
         if entry is None and self.__dict__.get(_SPENT, {}).get(id(receipt)) is receipt:
@@ -149,6 +152,19 @@ class Mechanism(metaclass=_Constructed):
                 object.__setattr__(self, _SPENT, spent)
             spent[id(receipt)] = receipt
         return released
+
+    def stop(self, why: str) -> None:
+        """Refuse every later charge and release of this instance with ``RuntimeError(why)``.
+
+        A policy's checkpoint stops the mechanisms it saved (docs/service.md, "Checkpoints"):
+        their next draws are the restored copy's noise, so this instance must release no more.
+        """
+        object.__setattr__(self, _STOPPED, str(why))
+
+    def _check_running(self) -> None:
+        why = self.__dict__.get(_STOPPED)
+        if why is not None:
+            raise RuntimeError(why)
 
     def releases_left(self, receipt: Receipt) -> int:
         """How many more releases ``receipt`` (granted to this instance) covers; 0 if none or not ours."""

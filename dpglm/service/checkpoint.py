@@ -3,10 +3,12 @@
 A checkpoint is ONE ``.npz`` file, read back with ``allow_pickle=False``: the policy's
 arrays, and a JSON document (stored as bytes) with the rest of its state
 (:mod:`dpglm.service.walker`), the journal id and seq of its ledger (not the ledger), a
-random checkpoint id and a SHA-256 over the JSON and every array. The hash is evidence
-against accidents (a truncated copy, the wrong file), not against an attacker: anyone who
-can write the file can recompute it. The file holds raw private state (Gram matrices,
-refit rows, batch data): protect it like the data.
+random checkpoint id and a SHA-256 over the JSON and every array. The file's own hash is
+evidence against accidents only (anyone who can write the file can recompute it); what
+binds a file to its one restore is the journal: the ``"stopped"`` row holds the id, the
+lineage and the SHA-256, and a restore is granted only to the file that row names. The
+file holds raw private state (Gram matrices, refit rows, batch data): protect it like the
+data.
 
 The rules (each enforced inside one journal transaction, so two processes racing to
 restore the same checkpoint cannot both succeed):
@@ -14,9 +16,12 @@ restore the same checkpoint cannot both succeed):
 - ``checkpoint`` is a clean stop. It refuses a round in progress (``choose`` without its
   ``observe``; a DP-TT block that failed part-way), writes the file (temp file, fsync,
   rename), then appends a ``"stopped"`` row naming the checkpoint to the journal, and
-  only then stops the policy: its ``choose``/``observe`` (a DP-TT session's ``advance``:
-  the methods named by ``_RELEASES``) refuse from then on, so nothing is released after
-  the checkpoint.
+  only then stops everything the file holds that can release: every policy in the saved
+  state (the policy itself and, e.g., an anytime policy's current epoch) refuses its
+  ``choose``/``observe`` (a DP-TT session its ``advance``: the methods named by
+  ``_RELEASES``), and every mechanism in it refuses to charge or release
+  (:meth:`mechanisms.base.Mechanism.stop`). Their next draws are the restored copy's
+  noise, so nothing saved releases again outside the restore.
 - The state may hold one ledger only, the policy's: another ledger met in it (an
   in-memory ledger per DP-TT run, say) is refused, since a restore would put the
   policy's ledger in its place and the budget it holds would be granted again.
@@ -25,9 +30,12 @@ restore the same checkpoint cannot both succeed):
   the same lineage only, so several policies may share one journal.
 - ``restore`` refuses a checkpoint bound to another journal id; one with no
   ``"stopped"`` row (a crash between the file and the row, or a file from an older
-  release); one already restored; and one older than a checkpoint that was stopped or
-  restored since. Otherwise it appends a ``"restored"`` row and rebuilds the policy on the
-  given ledger: its next actions are bit-identical to the uninterrupted run's.
+  release); one whose SHA-256 or lineage is not what the journal's ``"stopped"`` row for
+  its id says (an edited copy, its digest recomputed); one already restored (a
+  ``"restored"`` row for its id, whatever its lineage: one restore per checkpoint); and
+  one older than a checkpoint that was stopped or restored since. Otherwise it appends a
+  ``"restored"`` row and rebuilds the policy on the given ledger: its next actions are
+  bit-identical to the uninterrupted run's.
 - After a crash, restore is REFUSED (the issue allows it): a tree's releases after
   the checkpoint wrote no journal row (the tree was paid up front), so which release
   positions a fresh stream would repeat, and what to pay again for them, cannot be read
@@ -83,8 +91,11 @@ def _ledger_of(policy: Any) -> Any:
     return ledger if isinstance(ledger, Ledger) else None
 
 
+_STOPPED = "this policy was stopped by checkpoint(); continue with Policy.restore(path, ledger=...)"
+
+
 def _refuse_stopped(*_: Any, **__: Any) -> Any:
-    raise RuntimeError("this policy was stopped by checkpoint(); continue with Policy.restore(path, ledger=...)")
+    raise RuntimeError(_STOPPED)
 
 
 def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
@@ -99,8 +110,9 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
                               "granted its budget again. Give the policy a Ledger(budget, journal=PATH)")
     lineage = getattr(policy, "_checkpoint_lineage", None) or uuid.uuid4().hex  # one per policy, kept by restores
     policy._checkpoint_lineage = lineage
+    reached: list[Any] = []
     try:
-        tree, arrays = encode(policy, ledger=ledger)
+        tree, arrays = encode(policy, ledger=ledger, reached=reached)
     except StateError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     document: dict[str, Any] = {
@@ -115,9 +127,21 @@ def checkpoint_policy(policy: Any, path: str | os.PathLike[str]) -> str:
         ledger.record_service_row("stopped", lambda rows: {"checkpoint": document["checkpoint"], "lineage": lineage,
                                                            "at_seq": document["at_seq"],
                                                            "sha256": document["sha256"]})
-    for name in getattr(policy, "_RELEASES", ("choose", "observe")):  # nothing is released after a clean stop
-        setattr(policy, name, _refuse_stopped)
+    _stop(reached)
     return str(document["checkpoint"])
+
+
+def _stop(reached: list[Any]) -> None:
+    """Stop every policy, session and mechanism the checkpoint saved: none of them releases again."""
+    from dpglm.policies.base import Policy
+    from mechanisms.base import Mechanism
+
+    for obj in reached:
+        if isinstance(obj, Mechanism):
+            obj.stop(_STOPPED)
+        elif isinstance(obj, Policy) or hasattr(type(obj), "_RELEASES"):
+            for name in getattr(obj, "_RELEASES", ("choose", "observe")):
+                setattr(obj, name, _refuse_stopped)
 
 
 def _write(path: str, document: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -158,25 +182,35 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 
 def _restore_row(path: str, document: dict[str, Any]) -> Any:
-    """The check-and-row of a restore, run inside the journal transaction with every service row so far."""
-    ident, at_seq, lineage = document["checkpoint"], document["at_seq"], document["lineage"]
+    """The check-and-row of a restore, run inside the journal transaction with every service row so far.
+
+    The journal decides (docs/service.md, "Checkpoints and restarts"): the file must be the
+    one the ``"stopped"`` row of its id names (same SHA-256, lineage and seq: a copy whose
+    lineage was edited and digest recomputed is another file), that id must have no
+    ``"restored"`` row under any lineage, and no later checkpoint of its lineage may have
+    been stopped or restored.
+    """
+    ident, at_seq, lineage, digest = document["checkpoint"], document["at_seq"], document["lineage"], document["sha256"]
 
     def row(rows: list[tuple[int, str, dict[str, Any]]]) -> dict[str, Any]:
-        for _, kind, payload in rows:
-            if payload.get("lineage") != lineage:
-                continue  # another policy sharing this journal
-            if kind == "restored" and payload.get("checkpoint") == ident:
-                raise CheckpointError(f"checkpoint {path}: already restored once; restoring it again would repeat "
-                                      "its noise on new data")
-            if payload.get("checkpoint") != ident and isinstance(payload.get("at_seq"), int) \
-                    and payload["at_seq"] >= at_seq:
-                raise CheckpointError(f"checkpoint {path}: a later checkpoint of this journal was {kind} "
-                                      f"(written at seq {payload['at_seq']} >= {at_seq}); an older one is refused")
-        stopped = [seq for seq, kind, payload in rows if kind == "stopped" and payload.get("checkpoint") == ident]
+        stopped = [(seq, payload) for seq, kind, payload in rows
+                   if kind == "stopped" and payload.get("checkpoint") == ident]
         if not stopped:
             raise CheckpointError(f"checkpoint {path}: no clean stop in the journal (a crash after it was written); "
                                   "refused: start a new policy on what the ledger has left (docs/service.md)")
-        return {"checkpoint": ident, "lineage": lineage, "at_seq": at_seq, "stopped_seq": stopped[0]}
+        if len(stopped) > 1 or (stopped[0][1].get("sha256"), stopped[0][1].get("lineage"),
+                                stopped[0][1].get("at_seq")) != (digest, lineage, at_seq):
+            raise CheckpointError(f"checkpoint {path}: not the file the journal's stopped row {stopped[0][0]} names "
+                                  "(its SHA-256 or lineage differ: an edited copy); refused")
+        if any(kind == "restored" and payload.get("checkpoint") == ident for _, kind, payload in rows):
+            raise CheckpointError(f"checkpoint {path}: already restored once; restoring it again would repeat "
+                                  "its noise on new data")
+        for _, kind, payload in rows:
+            if payload.get("lineage") == lineage and payload.get("checkpoint") != ident \
+                    and isinstance(payload.get("at_seq"), int) and payload["at_seq"] >= at_seq:
+                raise CheckpointError(f"checkpoint {path}: a later checkpoint of this journal was {kind} "
+                                      f"(written at seq {payload['at_seq']} >= {at_seq}); an older one is refused")
+        return {"checkpoint": ident, "lineage": lineage, "at_seq": at_seq, "stopped_seq": stopped[0][0]}
 
     return row
 

@@ -224,14 +224,19 @@ def _keyed_id(value: Any) -> int:
     return id(value)
 
 
-def encode(root: Any, where: str = "policy", *, ledger: Any = None) -> tuple[Any, dict[str, np.ndarray]]:
+def encode(root: Any, where: str = "policy", *, ledger: Any = None,
+           reached: list[Any] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
     """``root`` as a JSON-able tree and its arrays; :class:`StateError` on state it does not understand.
 
     ``ledger``: the one ledger the state may refer to (its accounts too); None: none.
+    ``reached``: if given, extended with every object, array, generator and container the
+    walk saved, once each (a checkpoint stops the policies and mechanisms among them).
     """
     encoder = _Encoder(ledger)
     tree = encoder.encode(root, where)
     _check_no_views(encoder.arrays, encoder.paths)
+    if reached is not None:
+        reached.extend(encoder.keep)
     return tree, encoder.arrays
 
 

@@ -136,3 +136,33 @@ def test_shuffle_anytime_epochs_and_restore(tmp_path):
     got += _play(restored, env, 70, T)
     assert got == want
     assert restored.ledger.root.spent == full.ledger.root.spent  # type: ignore[attr-defined]
+
+
+def test_a_checkpoint_stops_the_inner_epoch_and_every_mechanism_it_saved(tmp_path):
+    """Issue 30: the inner epoch policy kept playing after the wrapper's checkpoint, and the restored policy
+    then drew the same noise. Now every policy and mechanism in the checkpoint refuses; the restore plays on
+    bit-identically to an uninterrupted run, so the noise is released once, by the restored copy."""
+    from mechanisms.base import Mechanism
+
+    def fresh(journal):
+        return JointDPGLMBandit("probit", 2, None, 1.0, rng=np.random.default_rng(1),
+                                ledger=Ledger(ApproxDP(4, 0.02), journal=journal), first_horizon=FIRST)
+
+    want = _play(fresh(tmp_path / "a.db"), _env(), 0, T)
+    policy, env = fresh(tmp_path / "b.db"), _env()
+    got = _play(policy, env, 0, 37)  # inside epoch 2
+    inner = policy.policy
+    assert inner is not None
+    trees = [inner.design_v.tree, inner.design_h.tree] if inner.exploration_possible else [inner.design_h.tree]
+    policy.checkpoint(tmp_path / "cp.npz")
+    arms = np.full((3, 2), 0.5)
+    for call in (lambda: inner.choose(arms), lambda: inner.observe(1.0), lambda: policy.choose(arms)):
+        with pytest.raises(RuntimeError, match="stopped by checkpoint"):
+            call()
+    for tree in trees:
+        assert isinstance(tree, Mechanism)
+        with pytest.raises(RuntimeError, match="stopped by checkpoint"):
+            tree.append(np.zeros(2), 0.0)
+    restored = Policy.restore(tmp_path / "cp.npz", ledger=Ledger.from_journal(tmp_path / "b.db"))
+    got += _play(restored, env, 37, T)
+    assert got == want

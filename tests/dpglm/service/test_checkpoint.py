@@ -16,7 +16,7 @@ import pytest
 from accounting import ApproxDP, Ledger
 from dpglm.envs import StochasticContextEnv
 from dpglm.policies import JointDPGLMBandit, Policy, RSGLinUCB, ShuffleDPGLMBandit
-from dpglm.service import CheckpointError
+from dpglm.service import CheckpointError, checkpoint
 from dpglm.service.walker import decode, encode
 
 D, K, T, S = 2, 5, 160, 1.0
@@ -177,3 +177,56 @@ def test_an_array_saved_beside_a_view_of_it_is_refused_naming_both():
                            "frozen": frozen, "frozen_view": frozen[2:4]})  # read-only views split harmlessly
     assert len(arrays) == 5
     np.testing.assert_array_equal(decode(tree, arrays, None)["y"], np.ones(3))
+
+
+def _forge(source, target, digest: str | None = None, **edits) -> None:
+    """An attacker's copy of ``source``: ``edits`` applied to its document (``arrays``: name → new array), its
+    digest recomputed with the module's own function (or set to ``digest``); no journal touched."""
+    document, arrays = checkpoint._read(str(source))
+    del document["sha256"]
+    arrays.update(edits.pop("arrays", {}))
+    document.update(edits)
+    document["sha256"] = checkpoint._digest(document, arrays) if digest is None else digest
+    checkpoint._write(str(target), document, arrays)
+
+
+def _refused(path, ledger: Ledger, match: str) -> None:
+    """``Policy.restore(path)`` refused in one line matching ``match``, writing no journal row."""
+    rows, spent = len(ledger.service_rows), ledger.root.spent
+    with pytest.raises(CheckpointError, match=match) as error:
+        Policy.restore(path, ledger=ledger)
+    assert "\n" not in str(error.value)
+    assert len(ledger.service_rows) == rows and ledger.root.spent == spent
+
+
+@pytest.mark.parametrize("kind", ["joint", "shuffle"])
+def test_the_journal_decides_a_restore_an_edited_copy_is_refused(tmp_path, kind):
+    """Issue 30: a copy whose lineage was edited and digest recomputed was restored a second time."""
+    ledger = _ledger(tmp_path, "j")
+    assert ledger is not None
+    policy, env = _make(kind, ledger), _env()
+    _play(policy, env, 0, 40)
+    policy.checkpoint(tmp_path / "cp.npz")
+    # Before its one restore: copies edited in the lineage, in the state, in the journal id, or with
+    # a stored digest that was not recomputed, are each refused, and leave the genuine file restorable.
+    _forge(tmp_path / "cp.npz", tmp_path / "lineage.npz", lineage="0" * 32)
+    _refused(tmp_path / "lineage.npz", ledger, "not the file the journal's stopped row .* names")
+    arrays = checkpoint._read(str(tmp_path / "cp.npz"))[1]
+    name = max(arrays, key=lambda a: arrays[a].size)
+    _forge(tmp_path / "cp.npz", tmp_path / "state.npz", arrays={name: arrays[name] + 1})
+    _refused(tmp_path / "state.npz", ledger, "not the file the journal's stopped row .* names")
+    other = _ledger(tmp_path, "other")
+    assert other is not None
+    _forge(tmp_path / "cp.npz", tmp_path / "journal.npz", journal_id=other.journal_id)
+    _refused(tmp_path / "cp.npz", other, "written against journal")
+    _refused(tmp_path / "journal.npz", other, "no clean stop")
+    _forge(tmp_path / "cp.npz", tmp_path / "digest.npz", digest="0" * 64, lineage="0" * 32)  # not recomputed
+    _refused(tmp_path / "digest.npz", ledger, "SHA-256 does not match")
+    restored = Policy.restore(tmp_path / "cp.npz", ledger=ledger)
+    # After it: the unedited copy and the lineage-edited copy (the attack of issue 30) are refused.
+    (tmp_path / "copy.npz").write_bytes((tmp_path / "cp.npz").read_bytes())
+    _refused(tmp_path / "copy.npz", ledger, "already restored once")
+    _forge(tmp_path / "cp.npz", tmp_path / "attack.npz", lineage="f" * 32)
+    _refused(tmp_path / "attack.npz", ledger, "not the file the journal's stopped row .* names")
+    assert [k for _, k, _ in ledger.service_rows] == ["stopped", "restored"]
+    _play(restored, env, 40, 60)  # the one restore plays on
