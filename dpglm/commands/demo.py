@@ -2,9 +2,11 @@
 
 Plays the paper's joint-DP Algorithm 2 (:class:`dpglm.policies.joint_dp.JointDPGLMBandit`)
 and the non-private RS-GLinUCB on the same probit instance (paper §8 setting, shorter
-horizon), then prints the regret, how often each criterion fired and the ledger report
-(the three thirds and the total (ε, δ)), and saves a regret plot (PNG), the regret
-curves (CSV) and a summary with the ledger (JSON) into ``--out``.
+horizon), then prints the regret, the private run's released counts (Criterion II
+switches, refits made and refused: functions of its releases; Criterion I's count is
+computed from users' own arms and is not published) and the ledger report, and saves a
+regret plot (PNG), the regret curves (CSV) and a summary with the ledger (JSON) into
+``--out`` (docs/service.md, "What a run publishes").
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def _play(args: argparse.Namespace) -> tuple[Any, Any, dict[str, RunRecord]]:
 
 
 def _report(args: argparse.Namespace, env: Any, private: Any, records: dict[str, RunRecord]) -> None:
-    """Regret, how often each criterion fired, and the ledger report, on stdout."""
+    """Regret, the private run's released counts (:meth:`JointDPGLMBandit.diagnostics`), the ledger report."""
     guarantee = private.ledger.guarantee()
     print(
         f"probit, d={D}, K={N_ARMS}, T={args.horizon}, S={args.S} (κ={env.kappa:.1f}), "
@@ -80,8 +82,8 @@ def _report(args: argparse.Namespace, env: Any, private: Any, records: dict[str,
     for name, rec in records.items():
         print(f"{name:12s} cumulative regret {rec.regret[-1]:8.1f}   ({rec.seconds:.2f} s)")
     print(
-        "criteria: Criterion I (exploration) fired {criterion_I}×, Criterion II (switch) {criterion_II}×; "
-        "refits θ̂_o {refits_o} (+{refused_o} refused), θ̂_τ {refits_tau} (+{refused_tau} refused)".format(
+        "released: Criterion II (switch) fired {criterion_II}×; refits θ̂_o {refits_o} (+{refused_o} refused), "
+        "θ̂_τ {refits_tau} (+{refused_tau} refused); Criterion I's count is private (not published)".format(
             **records["Private-GLM"].diagnostics)
     )
     print()

@@ -6,7 +6,11 @@ differently by one policy (``"guarantee_eps"`` beside ``"guarantee_epsilon"``) i
 silently blank column. :class:`RunDiagnostics` has one typed field per column;
 :meth:`RunDiagnostics.of` takes the counters a registry entry declares and *fails* when
 the policy does not report one, and takes a private policy's guarantee from its ledger
-(``policy.ledger.guarantee()``), not from a dict key.
+(``policy.ledger.guarantee()``), not from a dict key. A private run's record holds only
+what its ledger released or what follows from the releases
+(:data:`RELEASED_COUNTERS`, the batch schedule, the guarantee): Criterion I's count is
+computed from each user's own arms, so its column is blank for a private run and filled
+for the non-private RS-GLinUCB only (docs/service.md, "What a run publishes").
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["COUNTERS", "RunDiagnostics"]
+__all__ = ["COUNTERS", "PUBLISHABLE", "RELEASED_COUNTERS", "RunDiagnostics"]
 
 #: The Criterion I/II and refit counters of the rarely-switching policies (paper Algorithm 2).
 COUNTERS = ("criterion_I", "criterion_II", "refits_o", "refits_tau", "refused_o", "refused_tau")
+#: Those a private run publishes: functions of its releases (``dpglm.policies.joint_dp.RELEASED_COUNTS``).
+RELEASED_COUNTERS = COUNTERS[1:]
+#: Every field a private run's registry entry may declare (the guarantee is read from its ledger).
+PUBLISHABLE = (*RELEASED_COUNTERS, "batch_lengths")
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,8 @@ class RunDiagnostics:
     Attributes
     ----------
     criterion_I, criterion_II : int or None
-        How often Criterion I (exploration) and II (switch) fired (paper Algorithm 2).
+        How often Criterion I (exploration) and II (switch) fired (paper Algorithm 2);
+        ``criterion_I`` is None for a private run (not released).
     refits_o, refits_tau, refused_o, refused_tau : int or None
         Refits of θ̂_o / θ̂_τ made and refused by the ledger.
     guarantee_epsilon, guarantee_delta : float or None

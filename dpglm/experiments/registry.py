@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpglm.experiments.cells import Cell, Instance
-from dpglm.experiments.diagnostics import COUNTERS, RunDiagnostics
+from dpglm.experiments.diagnostics import COUNTERS, PUBLISHABLE, RELEASED_COUNTERS, RunDiagnostics
 
 if TYPE_CHECKING:
     from dpglm.envs import ContextualGLMEnv
@@ -62,7 +62,9 @@ class PolicyEntry:
     private : bool
         Whether runs are charged to a ledger (``policy.ledger``) at a given ε.
     reports : tuple of str
-        :class:`RunDiagnostics` fields the policy's ``diagnostics()`` must hold.
+        :class:`RunDiagnostics` fields the policy's ``diagnostics()`` must hold; a private
+        entry only fields of :data:`~dpglm.experiments.diagnostics.PUBLISHABLE` (released, or
+        functions of the releases: docs/service.md, "What a run publishes").
     batched : bool
         Play a batch at a time (same numbers, vectorised designs).
     seconds_per_round : float
@@ -82,6 +84,10 @@ class PolicyEntry:
         unknown = [name for name in self.reports if name not in known]
         if unknown:
             raise ValueError(f"reports must name RunDiagnostics fields {sorted(known)}, got {unknown}")
+        unreleased = [name for name in self.reports if self.private and name not in PUBLISHABLE]
+        if unreleased:
+            raise ValueError(f"reports of a private algorithm must be released quantities {PUBLISHABLE}, "
+                             f"got {unreleased}")
 
 
 def _private_glm(r: Request) -> Policy:
@@ -136,7 +142,7 @@ def _bglincb(r: Request) -> Policy:
 
 
 REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
-    PolicyEntry("Private-GLM", _private_glm, private=True, reports=COUNTERS, seconds_per_round=1.1e-4),
+    PolicyEntry("Private-GLM", _private_glm, private=True, reports=RELEASED_COUNTERS, seconds_per_round=1.1e-4),
     PolicyEntry("RS-GLinUCB", _rs_glinucb, reports=COUNTERS, seconds_per_round=4e-5),
     PolicyEntry("GLOC", _gloc, seconds_per_round=4e-5),
     PolicyEntry("GLM-UCB", _glm_ucb, seconds_per_round=2.2e-4),

@@ -18,7 +18,11 @@ so results never depend on scheduling, the number of workers, or which other cel
 Rows (one per recorded round t of each run): ``algorithm, preset, epsilon, delta, family,
 d, K, horizon, S, kappa, seed, t, regret, criterion_I, criterion_II, refits_o, refits_tau,
 refused_o, refused_tau, guarantee_epsilon, guarantee_delta, seconds``. Non-private
-algorithms have ``epsilon = inf`` and empty guarantee columns.
+algorithms have ``epsilon = inf`` and empty guarantee columns; private ones an empty
+``criterion_I`` (computed from users' own arms and released by no mechanism: only the
+non-private RS-GLinUCB reports it). ``regret`` and ``kappa`` are the simulation's
+evaluation against its known θ* and ``seconds`` its CPU time, not outputs of the policy
+(docs/service.md, "What a run publishes").
 """
 
 from __future__ import annotations

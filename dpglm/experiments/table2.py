@@ -95,7 +95,11 @@ def is_paper_setting(sweep) -> bool:
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Final-round regret per (algorithm, preset, ε, S): mean, standard error, κ, paper, seconds."""
+    """Final-round regret per (algorithm, preset, ε, S): mean, standard error, κ, paper, seconds.
+
+    Also the mean Criterion II count (released) and, for RS-GLinUCB only, Criterion I's
+    (None for Private-GLM: not released; docs/service.md, "What a run publishes").
+    """
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r["t"] == r["horizon"]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from dpglm._validation import check_reward, real_array
 
-__all__ = ["INVALID_CHOICES", "NAN_REWARD_FRACTION", "InvalidUsers", "check_invalid"]
+__all__ = ["INVALID_CHOICES", "NAN_REWARD_FRACTION", "InvalidUsers", "check_invalid", "clip_arm_sets", "clip_arms"]
 
 INVALID_CHOICES = ("clip", "skip", "raise")
 NAN_REWARD_FRACTION = 0.5
@@ -48,11 +48,26 @@ def check_invalid(invalid: object) -> str:
 
 
 def clip_arms(arms: np.ndarray) -> np.ndarray:
-    """``arms`` with non-finite entries set to 0 and each row projected onto the unit ball (a copy)."""
+    """``arms`` (..., K, d) with non-finite entries set to 0 and each arm projected onto the unit ball (a copy)."""
     out = np.where(np.isfinite(arms), arms, 0.0)
-    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    norms = np.sqrt(np.einsum("...j,...j->...", out, out))
     over = norms > 1.0
     out[over] /= norms[over, None]
+    return out
+
+
+def clip_arm_sets(arm_sets: np.ndarray) -> np.ndarray:
+    """The (n, K, d) float ``arm_sets`` with each set the unit-ball screen refuses clipped (:func:`clip_arms`).
+
+    The sets it accepts as given (every ‖x‖ ≤ 1 + 1e-9) are untouched; ``arm_sets`` itself
+    is returned when there is none to clip. What a batched policy plans on, so that its
+    plan sees each arm set as ``choose`` will.
+    """
+    bad = ~(np.einsum("nkj,nkj->nk", arm_sets, arm_sets).max(axis=-1) <= _NORM_SQ_BOUND)  # NaN is bad
+    if not bad.any():
+        return arm_sets
+    out = arm_sets.copy()
+    out[bad] = clip_arms(arm_sets[bad])
     return out
 
 

@@ -27,8 +27,12 @@ on every Criterion II switch, even on an empty data set, and Criterion II is che
 the start of EVERY round (the paper checks it only when Criterion I did not fire, line 11
 being its ``else`` branch, so a switch due at round t happened at t or later depending on
 user t's raw context; Criterion II is post-processing of H only when checked like this).
-``diagnostics()`` records ``criterion_I`` rounds against ``refits_o`` / ``refused_o``
-(θ̂_o refits made / refused).
+``diagnostics()`` publishes only counts that are functions of the releases
+(:data:`RELEASED_COUNTS`: Criterion II switches, θ̂_o / θ̂_τ refits made and refused) and
+the ledger's guarantee. How often Criterion I fired is computed from each user's own
+arms (docs/joint-dp-privacy.md, step 4) and released by no mechanism, so it is not
+published: ``policy.counts["criterion_I"]`` holds it for the operator only
+(docs/service.md, "What a run publishes").
 
 Budget of ``preset="tight"`` (the default): ONE pool holds the asked (ε, δ) and pays
 every Gaussian release (both trees, every θ̂_o and θ̂_τ refit), composed as Gaussian DP;
@@ -105,6 +109,7 @@ from dpglm.policies.rarely_switching import RarelySwitchingBandit, RarelySwitchi
 
 __all__ = [
     "PRESETS",
+    "RELEASED_COUNTS",
     "DPSGDEstimator",
     "JointDPGLMBandit",
     "JointDPPlan",
@@ -115,6 +120,13 @@ __all__ = [
 ]
 
 _NeverCalled = NeverCalled  # the old private name (audits and tests may hold it)
+
+RELEASED_COUNTS = ("criterion_II", "refits_o", "refits_tau", "refused_o", "refused_tau")
+"""The counts ``diagnostics()`` publishes: each a function of the releases (docs/joint-dp-privacy.md, steps 1–3).
+
+Switches and refits are decided from the released V and H at the start of a round, and a
+refit is granted or refused by a filter whose decisions follow from the refit times.
+``criterion_I`` (step 4, the user's own arms) is not among them."""
 
 
 class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
@@ -276,8 +288,12 @@ class JointDPGLMBandit(InvalidUsers, RarelySwitchingBandit):
         return None
 
     def diagnostics(self) -> dict[str, Any]:
-        """Criterion counts, refits made/refused, and the ledger's total (ε, δ) (``guarantee_epsilon``/``_delta``)."""
-        out = super().diagnostics()
+        """:data:`RELEASED_COUNTS` and the ledger's total (ε, δ) (``guarantee_epsilon``/``_delta``): nothing else.
+
+        Criterion I's count is private (computed from users' own arms, released by no
+        mechanism): the operator reads it in ``counts``; it is never published.
+        """
+        out: dict[str, Any] = {name: self.counts[name] for name in RELEASED_COUNTS}
         guarantee = self.ledger.guarantee() if isinstance(self.ledger, Ledger) else self.ledger.converted()
         assert guarantee is not None
         out["guarantee_epsilon"] = float(guarantee.eps)

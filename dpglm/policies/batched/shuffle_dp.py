@@ -23,9 +23,17 @@ from dpglm.policies.batched.presets import batched_parameters
 from dpglm.policies.batched.private import ShuffledDesignSum, ShufflePGDEstimator
 from dpglm.policies.batched.protocols import BatchEstimator
 from dpglm.policies.batched.schedule import max_batches
-from dpglm.policies.invalid import InvalidUsers, check_invalid
+from dpglm.policies.invalid import InvalidUsers, check_invalid, clip_arm_sets
 
-__all__ = ["EstimatorFactory", "ShuffleDPGLMBandit"]
+__all__ = ["PUBLISHED_COUNTS", "EstimatorFactory", "ShuffleDPGLMBandit"]
+
+PUBLISHED_COUNTS = ("granted", "refused")
+"""The loop's counts ``diagnostics()`` publishes: batch statistics granted or refused by the ledger.
+
+Both follow from the public schedule and budget (a batch charges a fixed cost under its
+own key). ``planned_rounds`` / ``unplanned_rounds`` say whether a round's arm set was the
+one planned at its batch's start, which a clipped or skipped user changes: not published
+(docs/service.md, "What a run publishes")."""
 
 #: Builds the parameter estimator on the ``parameter`` account: ``(family, params, account, rng)``.
 EstimatorFactory = Callable[[GLMFamily, BatchedParameters, Account, np.random.Generator], BatchEstimator]
@@ -131,14 +139,27 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
         """Screen the user's arms (``invalid=``, :mod:`dpglm.policies.invalid`), then Alg. 1's draw."""
         if self.invalid != "raise":
             screened = self._screen_arms(arms)
-            if screened is None:  # skip: arm 0, a zero row (no draw: the arm is public)
+            if screened is None:  # skip: arm 0, a zero row
                 check_round_order(self._pending, "choose")
                 check_horizon_left(self.t, self.horizon)
+                self._rng.random()  # the round's uniform, unused: later users' draws do not depend on this one
                 self._pending = (np.zeros(self.d), 0.0)
                 self._skipping = True
                 return 0
             arms = screened
         return super().choose(arms)
+
+    def plan(self, arm_sets: np.ndarray) -> None:
+        """Plan the batch's designs on the arm sets as :meth:`choose` will see them (``invalid=``).
+
+        A set outside the ball (or with a NaN) is clipped first (a skipped user's planned
+        design is never used), so one user's bad data neither halts the plan nor enters
+        another user's design.
+        """
+        arm_sets = np.asarray(arm_sets, dtype=float)
+        if self.invalid != "raise" and arm_sets.ndim == 3 and arm_sets.shape[-1] == self.d:
+            arm_sets = clip_arm_sets(arm_sets)
+        super().plan(arm_sets)
 
     def observe(self, reward: float) -> None:
         """Screen the reward (``invalid=``); a skipped user's row is x = 0, weight 0, reward 0."""
@@ -152,8 +173,9 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
         return super().observe(reward)
 
     def diagnostics(self) -> dict[str, Any]:
-        """Those of the loop plus the ledger's guarantee and the per-batch noise of ``V``/``H_k``."""
-        out = super().diagnostics()
+        """:data:`PUBLISHED_COUNTS`, the public schedule, the guarantee, the per-batch noise of ``V``/``H_k``."""
+        loop = super().diagnostics()
+        out = {name: loop[name] for name in (*PUBLISHED_COUNTS, "batch_lengths", "warmup_capped")}
         guarantee = self.ledger.guarantee() if isinstance(self.ledger, Ledger) else self.ledger.converted()
         out["guarantee_epsilon"] = float(guarantee.eps)
         out["guarantee_delta"] = float(getattr(guarantee, "delta", 0))

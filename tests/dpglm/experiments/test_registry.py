@@ -85,6 +85,20 @@ def test_a_declared_counter_the_policy_does_not_report_fails_loudly():
         PolicyEntry("bad", lambda request: None, reports=("guarantee_eps",))
 
 
+def test_a_private_entry_declares_released_quantities_only():
+    """Criterion I's count is computed from users' own arms (docs/joint-dp-privacy.md, step 4): no private
+    entry may declare it, and the private policy's published counts are exactly the released ones."""
+    from dpglm.experiments.diagnostics import RELEASED_COUNTERS
+    from dpglm.policies.joint_dp import RELEASED_COUNTS
+
+    assert RELEASED_COUNTERS == RELEASED_COUNTS and "criterion_I" not in RELEASED_COUNTS
+    with pytest.raises(ValueError, match=r"^reports of a private algorithm must be released quantities .*"
+                                         r"got \['criterion_I'\]$"):
+        PolicyEntry("leaky", lambda request: None, private=True, reports=COUNTERS)
+    PolicyEntry("baseline", lambda request: None, reports=COUNTERS)  # a non-private baseline may report it
+    assert [name for name, spec in REGISTRY.items() if spec.private and "criterion_I" in spec.reports] == []
+
+
 def test_columns_are_blank_only_where_the_run_has_no_such_quantity():
     columns = RunDiagnostics(criterion_I=2, batch_lengths=(3, 4, 5)).columns()
     assert columns["criterion_I"] == 2 and columns["batch_lengths"] == "3 4 5"
