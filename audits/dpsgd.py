@@ -78,7 +78,7 @@ class DPSGDAudit(Audit):
     rows : int
         Data size n (one canary and n − 1 zero rows).
     engine : {"opacus", "vectorised", "numpy"}
-        DP-SGD's engine (the bandits use ``"numpy"``, DPSGD's own default is ``"opacus"``).
+        DP-SGD's engine (``"numpy"``, the default everywhere, as in the bandits).
     mechanism_class : type
         ``mechanisms.optim.dpsgd.DPSGD`` or a subclass (planted bugs).
     cost : accounting.ZCDP, optional
@@ -93,7 +93,7 @@ class DPSGDAudit(Audit):
     statistics = ("last iterate along the canary",)
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-5, *, steps: int = 10, rows: int = 8,
-                 engine: str = "opacus", mechanism_class: type[DPSGD] | None = None, cost: ZCDP | GDP | None = None,
+                 engine: str = "numpy", mechanism_class: type[DPSGD] | None = None, cost: ZCDP | GDP | None = None,
                  normalizer: bool = False, name: str = "dpsgd") -> None:
         from accounting import ZCDP
         from mechanisms.optim.dpsgd import DPSGD

@@ -38,7 +38,7 @@ def _builders(runs: int) -> list[tuple[str, object, int]]:
         ("tree T=1024 (L=11)", TreeAudit(1.0, horizon=1024), runs // 10),
         ("geometric (16 samples, 5 batches)", GeometricBatchAudit(1.0, samples=16), runs // 10),
         ("shuffle n=1000 (message list)", ShuffleBitSumAudit(1.0, n_users=1000), runs // 5),
-        ("dpsgd 10 steps (opacus)", DPSGDAudit(1.0, steps=10), runs),
+        ("dpsgd 10 steps (opacus)", DPSGDAudit(1.0, steps=10, engine="opacus"), runs),
         ("dpsgd 10 steps (vectorised)", DPSGDAudit(1.0, steps=10, engine="vectorised"), runs),
     ]
 

@@ -10,7 +10,7 @@ noise of our own (``docs/float-safe-noise.md``), the exact Euclidean projection 
 :mod:`mechanisms.optim.projection` after every step, and one charge for the whole
 run, made before anything is sampled. The ``engine="vectorised"`` path performs the
 same operations written out for GLMs (per-sample gradient ℓ'(z_i)·x_i) on the same
-noise stream, 3–5× faster per step, and ``engine="numpy"`` (the bandits' default) the
+noise stream, 3–5× faster per step, and ``engine="numpy"`` (the default everywhere) the
 same again in plain numpy, without importing torch; a test checks both reproduce the
 opacus path to rounding.
 
@@ -18,8 +18,8 @@ The concepts live in their own modules, which this one wires together:
 
 * :mod:`mechanisms.optim.dpsgd_plan` — the plan (blocks, epochs, σ) and the charge,
   from public quantities only, with the privacy derivation: ρ = E·(2C)²/(2σ²) = 2E/z²
-  under replace-one neighbours, and the public-normaliser variant that also covers
-  adding or removing a row;
+  under replace-one neighbours, the public-normaliser variant that also covers
+  adding or removing a row, and ρ = E/(2z²) (sensitivity C) for an add/remove ledger;
 * :mod:`mechanisms.optim.dpsgd_steps` — the step noise, the step rule and the numpy
   engine with the built-in losses' derivatives (no torch);
 * :mod:`mechanisms.optim.dpsgd_loops` — the noisy loops of the torch engines;
@@ -27,7 +27,7 @@ The concepts live in their own modules, which this one wires together:
 
 torch and opacus are imported when a torch engine's run starts (or a torch loss is
 resolved), not with this module: constructing a ``DPSGD``, planning its charge and
-running it on the numpy engine need neither.
+running it on the numpy engine (the default) need neither.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from accounting import GDP, ZCDP
+from accounting.costs import RELATIONS
 from accounting.validation import check_array, check_memory, check_real, check_text
 from mechanisms.base import Mechanism
 from mechanisms.optim.dpsgd_plan import DPSGDPlan, charge_note, check_lr, plan_run
@@ -88,12 +89,32 @@ def __getattr__(name: str) -> object:
 
 
 class DPSGD(Mechanism):
-    """Projected DP-SGD for a GLM loss, ρ-zCDP under replace-one neighbours (one charge per fit).
+    """Projected DP-SGD for a GLM loss, ρ-zCDP under the ledger's neighbouring relation (one charge per fit).
 
     paper: §6 "Optimizer and loss details" and Lemma J.6 (the DP convex optimiser of
     Alg. 2's refits, zCDP budget fixed per call); privacy derivation in the module
     derivation in :mod:`mechanisms.optim.dpsgd_plan`: ρ = E·(2C)²/(2σ²) for E epochs, clipping
-    norm C, noise std σ.
+    norm C, noise std σ, under replace-one; ρ = E·C²/(2σ²) under add/remove (full batch, public
+    normaliser).
+
+    Examples
+    --------
+    One add/remove ledger pays a full-batch run (public normaliser) and a Poisson run side by side:
+
+    >>> import numpy as np
+    >>> from accounting import Ledger, ApproxDP
+    >>> from mechanisms.optim import DPSGD, BallProjection, PoissonDPSGD
+    >>> ledger = Ledger(ApproxDP(4, 1e-6), relation="add_remove")
+    >>> parts = ledger.split({"full": 1, "poisson": 1}, currency={"full": "zcdp", "poisson": "rdp"})
+    >>> X, y, ball = np.eye(3), np.array([1.0, 0.0, 1.0]), BallProjection(2.0)
+    >>> full = DPSGD(parts["full"], "logistic", np.random.default_rng(0), clip=1.0).fit(
+    ...     X, y, noise_multiplier=20.0, steps=10, lr=0.5, projection=ball, normalizer=100)
+    >>> print(full.receipt.cost)  # E/(2z²) = 10/800
+    ZCDP(rho=0.0125)
+    >>> sampled = PoissonDPSGD(parts["poisson"], "logistic", np.random.default_rng(1), clip=1.0).fit(
+    ...     X, y, sample_rate=0.1, noise_multiplier=4.0, steps=10, lr=0.5, projection=ball, normalizer=100)
+    >>> full.receipt.relation, sampled.receipt.relation
+    ('add_remove', 'add_remove')
 
     Parameters
     ----------
@@ -108,20 +129,24 @@ class DPSGD(Mechanism):
         it after the charge, and the minibatch partitions): same seed, same θ.
     clip : float
         Per-sample gradient norm bound C > 0 (opacus's ``max_grad_norm``).
-    relation : {"replace_one"}
-        The neighbouring relation the charge is stated under. Without a
-        ``normalizer`` the gradient sum is averaged by the public n and batch
-        sizes, which add/remove neighbours would not keep fixed; with one
-        (full batch) the same charge also covers adding or removing a row
-        (:mod:`mechanisms.optim.dpsgd_plan`, "Public normaliser").
-    engine : {"opacus", "vectorised", "numpy"}
+    relation : {"replace_one", "add_remove"}, optional
+        The neighbouring relation the charge is stated under; default the account's
+        (``account.relation``, ``"replace_one"`` if it has none). ``"replace_one"``:
+        sensitivity 2C; without a ``normalizer`` the gradient sum is averaged by the
+        public n and batch sizes, and with one (full batch) the same charge also covers
+        adding or removing a row (:mod:`mechanisms.optim.dpsgd_plan`, "Public normaliser").
+        ``"add_remove"``: every ``fit`` must be full batch with a public ``normalizer``
+        (sensitivity C, a quarter of the replace-one ρ); minibatches are refused before
+        the charge, naming :class:`~mechanisms.optim.poisson_dpsgd.PoissonDPSGD`.
+    engine : {"numpy", "opacus", "vectorised"}
         ``"opacus"``: per-sample gradients by opacus's ``GradSampleModule``, clipping
         and noise by its ``DPOptimizer``. ``"vectorised"``: the same operations
         written out for a GLM (per-sample gradient ℓ'(z_i)·x_i) in torch, with the same
         noise stream, several times faster per step. ``"numpy"``: the same again in
         numpy (:mod:`mechanisms.optim.dpsgd_steps`), no torch imported; its loss is a
-        built-in name or an object with a numpy ``derivative(z, y)`` (ℓ'). The three
-        agree to rounding (tested); the privacy analysis is the same for all.
+        built-in name or an object with a numpy ``derivative(z, y)`` (ℓ'). The default
+        is ``"numpy"`` whatever is installed. The three agree to rounding (tested); the
+        privacy analysis is the same for all.
     """
 
     def __init__(
@@ -131,12 +156,12 @@ class DPSGD(Mechanism):
         rng: np.random.Generator,
         *,
         clip: float,
-        relation: str = "replace_one",
-        engine: str = "opacus",
+        relation: str | None = None,
+        engine: str = "numpy",
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if engine != "numpy" and not all(importlib.util.find_spec(name) for name in ("torch", "opacus")):
+        if engine != "numpy" and not all(_installed(name) for name in ("torch", "opacus")):
             raise ImportError(f'engine={engine!r} needs torch and opacus: pip install "dpglm[opacus]" '
                               '(with the CPU build of torch, README), or use engine="numpy"')
         self._check_account(account)
@@ -159,6 +184,8 @@ class DPSGD(Mechanism):
             self.loss_name, self._loss = None, loss
         else:
             raise TypeError(f"loss must be a name in {sorted(LOSS_NAMES)} or a callable, got {type(loss).__name__}")
+        if relation is None:
+            relation = getattr(account, "relation", "replace_one")
         self._check_relation(relation)
         self.account = account
         self.rng = check_generator(rng)
@@ -185,10 +212,8 @@ class DPSGD(Mechanism):
 
     @staticmethod
     def _check_relation(relation: str) -> None:
-        if relation != "replace_one":
-            raise ValueError(
-                f"relation must be 'replace_one' (neighbours replace one user's row; n is public), got {relation!r}"
-            )
+        if relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {RELATIONS} (default: the account's), got {relation!r}")
 
     def plan(self, n: int, *, steps: int, cost: ZCDP | GDP | None = None, noise_multiplier: float | None = None,
              batch_size: int | None = None, normalizer: float | None = None, dim: int | None = None) -> DPSGDPlan:
@@ -203,7 +228,7 @@ class DPSGD(Mechanism):
         """
         return plan_run(
             self.account.currency, self.clip, n, steps=steps, cost=cost, noise_multiplier=noise_multiplier,
-            batch_size=batch_size, normalizer=normalizer, dim=dim,
+            batch_size=batch_size, normalizer=normalizer, dim=dim, relation=self.relation,
         )
 
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, *, steps: int, lr: float, projection: Projection,
@@ -401,13 +426,13 @@ class DPSGD(Mechanism):
 
         Every step's noise is drawn here at once (one charge covers all planned steps):
         float-safe, on the power-of-two grid of ``mechanisms.lattice`` for the clipped
-        sum's sensitivity 2C in d coordinates (``docs/float-safe-noise.md``); the
+        sum's sensitivity (2C, or C under add/remove) in d coordinates (``docs/float-safe-noise.md``); the
         blocks of :meth:`_blocks` are drawn after it, as the loop consumes them. The rows
         are consecutive blocks (:func:`~mechanisms.optim.dpsgd_steps.split_rows`); the
         torch engines get one block.
         """
         n, dim = sum(y.shape[0] for y in ys), xs[0].shape[1]
-        noise = draw_step_noise(self.rng, plan.sigma, self.clip, plan.steps, dim)
+        noise = draw_step_noise(self.rng, plan.sigma, plan.sensitivity, plan.steps, dim)
         if self.engine == "numpy":
             derivative = (DERIVATIVES[self.loss_name] if self.loss_name is not None
                           else self._loss.derivative)  # type: ignore[union-attr]  # checked in __init__
@@ -418,6 +443,14 @@ class DPSGD(Mechanism):
         rule = StepRule(self.loss, self.clip, lr, projection, ridge, metric, plan, noise)
         X, y = (xs[0], ys[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(ys))
         return dpsgd_loops.run_steps(self.engine, rule, X, y, theta_start, self._blocks(n, plan))
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (a finder that refuses it counts as absent)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _step_projection(projection: Projection, preconditioner: npt.ArrayLike | None, dim: int) -> StepProjection:

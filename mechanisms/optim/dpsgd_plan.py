@@ -72,6 +72,29 @@ or z) are public, so neither the charge nor the noise depends on n.
 * Minibatches are refused with a normaliser: a partition of [n] reveals n
   through the block sizes, and a block count from n makes the cost data-dependent.
 
+Add/remove neighbours only (``relation="add_remove"``: an add/remove ledger)
+----------------------------------------------------------------------------
+With a public normaliser and full batch, as above, let D' = D ∪ {x} (or D minus
+one row). The steps' sums differ by the one summand clip_C(∇ℓ_x(θ_t)), of norm
+≤ C, and every other summand is the same function of θ_t: the sensitivity is
+Δ = C, not 2C. Each step is a Gaussian mechanism with D_α ≤ αC²/(2σ²) =
+α/(2z²), and the chain rule over the E = ``steps`` steps gives
+
+    ρ = E·C²/(2σ²) = E/(2z²)   (zCDP, exact; a quarter of the replace-one charge),
+
+charged with ``relation="add_remove"``; the float-safe noise is calibrated on the
+lattice for Δ = C (the rounded sum moves by ≤ C + g√d, ``docs/float-safe-noise.md``).
+In a gdp account the charge is E·μ′² with μ′ of that lattice. A replace-one ledger
+restates it by group privacy (k = 2: 4ρ, 2μ; ``docs/accounting.md``, "Neighbouring
+relations"), which is the 2C charge above again. What is *not* covered under
+add/remove: a divisor that is n or a block size |B_t| (an added row changes it, so
+every coordinate of the released mean moves), and shuffled fixed-size minibatches
+(the partition of n rows into blocks of size b: an added row displaces one row per
+block along a chain, so every block of the epoch may change, not one). Those runs
+are refused before the charge with a message naming what works: a public
+``normalizer`` (full batch), :class:`mechanisms.optim.poisson_dpsgd.PoissonDPSGD`
+(Poisson minibatches, amplified, add/remove) or a replace-one ledger.
+
 The charge
 ----------
 In a zcdp account the charge is ``ZCDP(ρ)``; given a cost, σ is the smallest float
@@ -123,6 +146,9 @@ class DPSGDPlan:
     normalizer : float or None
         The public N dividing the noisy gradient sum (full batch), or ``None``:
         divide by the block size (replace-one neighbours only, n public).
+    sensitivity : float
+        Δ of one step's clipped sum, which the noise is calibrated to: 2C under replace-one
+        (also covering add/remove with a normaliser), C under add/remove alone.
     """
 
     n: int
@@ -133,7 +159,8 @@ class DPSGDPlan:
     noise_multiplier: float
     sigma: float
     cost: ZCDP | GDP | DpEvent
-    normalizer: float | None = None
+    normalizer: float | None
+    sensitivity: float
 
 
 #: Largest step size accepted: lr times a gradient plus its noise must stay a finite float before the
@@ -162,6 +189,7 @@ def plan_run(
     batch_size: int | None = None,
     normalizer: float | None = None,
     dim: int | None = None,
+    relation: str = "replace_one",
 ) -> DPSGDPlan:
     """The plan of ``steps`` steps on n rows with clipping norm C = ``clip``, charged in ``currency``.
 
@@ -169,12 +197,14 @@ def plan_run(
     account, to spend exactly; noise rounded up) and ``noise_multiplier`` (z = σ/C > 0)
     must be given; a gdp account needs ``dim`` = d. With a public ``normalizer``
     (float ≥ 1) the run is full batch (``batch_size`` must be None), n may be 0, and the
-    plan's epochs, noise and cost do not depend on n (module docstring).
+    plan's epochs, noise and cost do not depend on n (module docstring). Under
+    ``relation="add_remove"`` the normaliser is required and the sensitivity is C.
     """
     steps = check_size("steps", steps)
-    n, batch_size, n_batches, normalizer = _blocks(n, batch_size, normalizer)
+    n, batch_size, n_batches, normalizer = _blocks(n, batch_size, normalizer, relation)
     epochs = -(-steps // n_batches)
-    sensitivity = 2.0 * clip  # replace-one: ‖clip(a) − clip(a')‖ ≤ 2C
+    # replace-one: ‖clip(a) − clip(a')‖ ≤ 2C; add/remove (full batch, public N): one summand, ‖clip(a)‖ ≤ C
+    sensitivity = clip if relation == "add_remove" else 2.0 * clip
     if (cost is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of cost (a ZCDP to spend) and noise_multiplier (sigma / clip > 0)")
     charged: ZCDP | GDP
@@ -192,11 +222,26 @@ def plan_run(
         sigma=multiplier * clip,
         cost=charged,
         normalizer=normalizer,
+        sensitivity=sensitivity,
     )
 
 
-def _blocks(n: int, batch_size: int | None, normalizer: float | None) -> tuple[int, int, int, float | None]:
-    """(n, b, k, N): checked sizes and k = ⌈n/b⌉ blocks per epoch; one block with a public normaliser."""
+def _blocks(n: int, batch_size: int | None, normalizer: float | None,
+            relation: str) -> tuple[int, int, int, float | None]:
+    """(n, b, k, N): checked sizes and k = ⌈n/b⌉ blocks per epoch; one block with a public normaliser.
+
+    Under add/remove, a run without a public normaliser or with minibatches is refused here, before
+    any charge, with the one message that names what works (module docstring).
+    """
+    if relation == "add_remove" and (normalizer is None or batch_size is not None):
+        raise ValueError(
+            "DPSGD under relation='add_remove' (an add/remove ledger) must be full batch with a public "
+            "normalizer: give normalizer=N (a public N >= 1, e.g. the round count) and batch_size=None; "
+            "dividing by n or |B| and shuffled fixed-size minibatches are covered only for replace-one "
+            "neighbours. For minibatches under add/remove use mechanisms.optim.PoissonDPSGD (rdp or approx "
+            "account); for fixed-size minibatches charge an account of a replace_one ledger "
+            "(docs/mechanisms.md, \"DP-SGD and the neighbouring relation\")"
+        )
     if normalizer is None:
         n = check_int("n", n, 1)
         batch_size = n if batch_size is None else check_int("batch_size", batch_size, 1, n)
@@ -247,11 +292,16 @@ def _gdp_noise(clip: float, cost: object, noise_multiplier: float | None, sensit
 def charge_note(plan: DPSGDPlan, clip: float, note: str) -> str:
     """The text recorded with a run's charge: the neighbours it covers, σ, and the blocks and steps paid for."""
     if plan.normalizer is None:
-        covered = f"replace_one sensitivity 2C={2 * clip!r}"
+        covered = f"replace_one sensitivity 2C={plan.sensitivity!r}"
+    elif plan.sensitivity == clip:  # relation='add_remove'
+        covered = (
+            f"add/remove one row: full batch, clipped sum divided by public normalizer={plan.normalizer!r}, "
+            f"sensitivity C={plan.sensitivity!r}"
+        )
     else:
         covered = (
             f"add/remove-or-replace one row covered: full batch, clipped sum over a private n "
-            f"divided by public normalizer={plan.normalizer!r}, sensitivity 2C={2 * clip!r}"
+            f"divided by public normalizer={plan.normalizer!r}, sensitivity 2C={plan.sensitivity!r}"
         )
     return (
         f"{covered}, sigma={plan.sigma!r} (z={plan.noise_multiplier!r}), "

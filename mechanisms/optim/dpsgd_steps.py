@@ -129,15 +129,17 @@ def noise_table_bytes(steps: int, dim: int) -> int:
     return 8 * steps * dim + 165 * min(steps * dim, NOISE_CHUNK)
 
 
-def draw_step_noise(rng: np.random.Generator, sigma: float, clip: float, steps: int, dim: int) -> StepNoise:
-    """All ``steps`` rows of discrete Gaussian noise on the lattice for sensitivity 2C in d coordinates.
+def draw_step_noise(rng: np.random.Generator, sigma: float, sensitivity: float, steps: int, dim: int) -> StepNoise:
+    """All ``steps`` rows of discrete Gaussian noise on the lattice for a sensitivity Δ in d coordinates.
 
-    steps·d integers from ``rng``, drawn up front (call it only after the charge) in
-    chunks of :data:`NOISE_CHUNK` (one call, as before chunking, for a run of at most
-    that many coordinates: the same draws); the lattice raises the variance so that
-    the rounded sum's sensitivity 2C + g√d costs the charged ρ (``docs/float-safe-noise.md``).
+    Δ = ``sensitivity`` is the plan's (2C under replace-one, C under add/remove:
+    :mod:`mechanisms.optim.dpsgd_plan`). steps·d integers from ``rng``, drawn up front
+    (call it only after the charge) in chunks of :data:`NOISE_CHUNK` (one call, as before
+    chunking, for a run of at most that many coordinates: the same draws); the lattice
+    raises the variance so that the rounded sum's sensitivity Δ + g√d costs the charged ρ
+    (``docs/float-safe-noise.md``).
     """
-    lattice = GaussianLattice(sigma, 2 * clip, dim)
+    lattice = GaussianLattice(sigma, sensitivity, dim)
     rows = np.empty((steps, dim))
     flat = rows.reshape(-1)
     for start in range(0, steps * dim, NOISE_CHUNK):

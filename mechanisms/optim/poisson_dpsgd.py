@@ -131,7 +131,8 @@ class PoissonDPSGD(DPSGD):
         event = self.event(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, dim=dim)
         multiplier = float(noise_multiplier)
         plan = DPSGDPlan(n=n, steps=int(steps), batch_size=n, n_batches=1, epochs=int(steps),
-                         noise_multiplier=multiplier, sigma=multiplier * self.clip, cost=event, normalizer=normalizer)
+                         noise_multiplier=multiplier, sigma=multiplier * self.clip, cost=event, normalizer=normalizer,
+                         sensitivity=2 * self.clip)  # the lattice of event(): its μ′ is for a shift of C
         self._sample_rate = float(sample_rate)
         self._check_noise_memory(plan.steps, dim)
         receipt = self._charge(event, account=_EventPayer(self.account, delta), mechanism="PoissonDPSGD",

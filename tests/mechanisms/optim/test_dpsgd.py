@@ -394,17 +394,17 @@ def test_constructor_rejects_bad_arguments(rng):
     approx = Ledger(ApproxDP(1, 1e-6)).split({"optimizer": 1})["optimizer"]
     with pytest.raises(TypeError, match="zcdp"):
         DPSGD(approx, "logistic", rng, clip=1.0)
-    with pytest.raises(ValueError, match="replace_one"):
-        DPSGD(_account(), "logistic", rng, clip=1.0, relation="add_remove")
+    with pytest.raises(ValueError, match="relation must be one of"):
+        DPSGD(_account(), "logistic", rng, clip=1.0, relation="replace_two")
     with pytest.raises(ValueError, match="loss"):
         DPSGD(_account(), "poisson", rng, clip=1.0)
     with pytest.raises(ValueError, match="per-sample"):
-        DPSGD(_account(), lambda z, y: z.sum(), rng, clip=1.0)
+        DPSGD(_account(), lambda z, y: z.sum(), rng, clip=1.0, engine="vectorised")
     with pytest.raises(ValueError, match="per-sample"):  # rows coupled through a batch mean
-        DPSGD(_account(), lambda z, y: (z - y.mean()) ** 2, rng, clip=1.0)
-    DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0)  # squared error is per-sample
+        DPSGD(_account(), lambda z, y: (z - y.mean()) ** 2, rng, clip=1.0, engine="vectorised")
+    DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0, engine="vectorised")  # squared error: per-sample
     with pytest.raises(TypeError, match="loss: engine='numpy'"):  # a torch loss has no numpy derivative
-        DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0, engine="numpy")
+        DPSGD(_account(), lambda z, y: (z - y) ** 2, rng, clip=1.0)  # numpy: the default engine
 
     class _MeanCoupled:
         def __call__(self, z, y):

@@ -60,7 +60,7 @@ def test_block_sums_change_only_rounding_against_a_per_row_reference(monkeypatch
     rng = np.random.default_rng(5)
     optimizer = DPSGD(_account(), "probit", np.random.default_rng(0), clip=1.0)
     plan = optimizer.plan(25, steps=4, cost=ZCDP(0.5))
-    noise = steps.draw_step_noise(rng, plan.sigma, 1.0, 4, 3)
+    noise = steps.draw_step_noise(rng, plan.sigma, 2.0, 4, 3)
     theta = np.zeros(3)
     for step in range(4):
         total = np.zeros(3)
@@ -117,27 +117,27 @@ def test_noise_in_chunks_is_the_chunks_drawn_one_after_another(monkeypatch):
 
     monkeypatch.setattr(steps, "NOISE_CHUNK", 7)
     rng, reference_rng = np.random.default_rng(3), np.random.default_rng(3)
-    noise = steps.draw_step_noise(rng, 2.0, 1.0, 6, 4)  # 24 coordinates: chunks of 7, 7, 7, 3
+    noise = steps.draw_step_noise(rng, 2.0, 2.0, 6, 4)  # 24 coordinates: chunks of 7, 7, 7, 3
     lattice = GaussianLattice(2.0, 2.0, 4)
     units = np.concatenate([lattice.integers(reference_rng, size) for size in (7, 7, 7, 3)])
     np.testing.assert_array_equal(noise.rows, units.reshape(6, 4) * lattice.grid)
     assert rng.random() == reference_rng.random()  # the same draws were consumed
-    small = steps.draw_step_noise(np.random.default_rng(4), 2.0, 1.0, 1, 4)  # 4 ≤ 7: one call
+    small = steps.draw_step_noise(np.random.default_rng(4), 2.0, 2.0, 1, 4)  # 4 ≤ 7: one call
     one_call = lattice.integers(np.random.default_rng(4), 4).reshape(1, 4) * lattice.grid
     np.testing.assert_array_equal(small.rows, one_call)
 
 
 def test_a_noise_table_in_chunks_holds_about_eight_bytes_a_coordinate(monkeypatch):
     monkeypatch.setattr(steps, "NOISE_CHUNK", 10_000)
-    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 10, 4)
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 2.0, 10, 4)
     tracemalloc.start()
-    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 50_000, 4)  # 200,000 coordinates
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 2.0, 50_000, 4)  # 200,000 coordinates
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 8 * 200_000 + 200 * 10_000  # the table and one chunk's temporaries (one call: about 165 B each)
     monkeypatch.setattr(steps, "NOISE_CHUNK", 200_000)
     tracemalloc.start()
-    steps.draw_step_noise(np.random.default_rng(0), 2.0, 1.0, 50_000, 4)
+    steps.draw_step_noise(np.random.default_rng(0), 2.0, 2.0, 50_000, 4)
     assert tracemalloc.get_traced_memory()[1] > 8 * 200_000 + 200 * 10_000  # the bound above can fail
     tracemalloc.stop()
 
