@@ -8,6 +8,10 @@
   :mod:`audits.shuffle_vector` (vector sum, P_GD), :mod:`audits.dpsgd` — one audit per mechanism
   family, each with its worst-case pair and statistic, driving the mechanism's public API.
 - :mod:`audits.one_run` — the Gaussian mechanism audited in a single release with canaries.
+- :mod:`audits.membership` — membership-inference audits of a training procedure on real records (LiRA,
+  RMIA, the loss attack; ROC and a one-run ε lower bound).
+- :mod:`audits.dpsgd_canary`, :mod:`audits.dpsgd_whitebox` — DP-SGD on real data with crafted canaries:
+  black box (final model) and white box in two runs.
 - :mod:`audits.bandit` — the noise-coupling audit of the joint-DP bandit.
 - :mod:`audits.bandit_switch` — a certified ε lower bound for the joint-DP bandit (first-switch game).
 - :mod:`audits.engine` — where the independent run-chunks are computed (``--engine local|dask``).

@@ -32,6 +32,7 @@ from audits.base import Audit
 from audits.catalogue import CATALOGUE, AuditSpec, family_confidence, get_spec
 from audits.custom import MechanismAudit
 from audits.engine import engine_session
+from audits.membership import command as membership_command
 from audits.plot import plot_result
 from dpglm.engine.engine import add_engine_arguments, engine_from_args
 from dpglm.engine.results import prepare_output, strict_json
@@ -58,9 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "OUT/NAME, OUT/all, OUT/NAME-quick, ... (default results/audits)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG score plots")
     add_engine_arguments(parser, jobs=2)
+    membership_command.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.membership is not None:
+        return membership_command.run(args)
     if (args.name is None) == (args.mechanism is None):
         raise ValueError("give an audit name (or 'all') or --mechanism MODULE:ATTRIBUTE, not both or neither")
     if args.mechanism is not None:

@@ -43,7 +43,7 @@ from audits.bounds import (
     one_run_gdp_mu_lower_bound,
 )
 
-__all__ = ["OneRunGaussianAudit", "OneRunReport"]
+__all__ = ["OneRunGaussianAudit", "OneRunReport", "planned_guesses"]
 
 
 @dataclass(frozen=True)
@@ -136,21 +136,7 @@ class OneRunGaussianAudit:
 
     def planned_half_guesses(self, mu: float) -> int:
         """k maximising the bound at the expected correct count under the claimed μ (no coins used)."""
-        best, best_k = -1.0, 1
-        for k in np.unique(np.geomspace(10, self.canaries // 2, 24).astype(int)):
-            # Canary outputs: N(μ, 1) w.p. ½ and N(0, 1) w.p. ½ (in units of σ); the top-k
-            # threshold c solves m·P[Y > c] = k, and a top guess is right w.p. P[in | Y > c].
-            def tail(c: float) -> float:
-                return 0.5 * (stats.norm.sf(c - mu) + stats.norm.sf(c))
-            c = float(stats.norm.isf(k / self.canaries) + mu)
-            for _ in range(60):
-                c += (tail(c) - k / self.canaries) / (0.5 * (stats.norm.pdf(c - mu) + stats.norm.pdf(c)))
-            precision = 0.5 * stats.norm.sf(c - mu) / tail(c)
-            expected = round(2 * k * precision)
-            bound = one_run_epsilon_lower_bound(self.canaries, int(2 * k), expected, delta=self.delta)
-            if bound > best:
-                best, best_k = bound, int(k)
-        return best_k
+        return planned_guesses(self.canaries, mu, self.delta)[0]
 
     def run(self, runs: int = 1, seed: int = 0, *, confidence: float = 0.95) -> OneRunReport:
         """One release of the canary vector; ``runs`` must be 1 (kept for the command's interface).
@@ -187,6 +173,32 @@ class OneRunGaussianAudit:
             epsilon_lower_bound_gdp=gdp_epsilon(readings["mu"], self.delta), mu_lower_bound=readings["mu"],
             claimed_mu=mu_claimed, confidence=confidence, refuted_by=refuted_by,
         )
+
+
+def planned_guesses(canaries: int, mu: float, delta: float) -> tuple[int, int]:
+    """(k, expected right of the 2k guesses): the k maximising Steinke's bound at its expected count under μ.
+
+    Canary outputs are N(μ, 1) ("in", probability ½) or N(0, 1) ("out"), in units of σ;
+    the k largest are guessed "in" and the k smallest "out". The top-k threshold c
+    solves m·P[Y > c] = k, and a top guess is right with probability P[in | Y > c] (by
+    symmetry the bottom k likewise). Public: it reads μ, never the coins.
+    """
+    best, choice = -1.0, (1, 1)
+    for k in np.unique(np.geomspace(10, max(canaries // 2, 10), 24).astype(int)):
+        if 2 * k > canaries:
+            continue
+
+        def tail(c: float) -> float:
+            return 0.5 * (stats.norm.sf(c - mu) + stats.norm.sf(c))
+        c = float(stats.norm.isf(k / canaries) + mu)
+        for _ in range(60):
+            c += (tail(c) - k / canaries) / (0.5 * (stats.norm.pdf(c - mu) + stats.norm.pdf(c)))
+        precision = 0.5 * stats.norm.sf(c - mu) / tail(c)
+        expected = round(2 * k * precision)
+        bound = one_run_epsilon_lower_bound(canaries, int(2 * k), expected, delta=delta)
+        if bound > best:
+            best, choice = bound, (int(k), int(expected))
+    return choice
 
 
 def _readings(canaries: int, guesses: int, correct: int, delta: float, confidence: float) -> dict[str, float]:

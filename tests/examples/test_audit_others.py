@@ -6,29 +6,16 @@ consistent with its claim; the white-box DP-SGD audit, whose score is the whole 
 certify a real part of it.
 """
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow
-def test_diffprivlib_laplace_and_gaussian_are_consistent_with_their_claims():
+def test_diffprivlib_laplace_and_gaussian_are_consistent_with_their_claims(load_example):
     pytest.importorskip("sklearn")
     pytest.importorskip("diffprivlib")
-    results = load("audit_diffprivlib").main(runs=20_000, epsilons=(1.0,))
+    results = load_example("audit_diffprivlib").main(runs=20_000, epsilons=(1.0,))
     laplace, gaussian = results
     assert laplace.verdict == "consistent" and gaussian.verdict == "consistent"
     # Laplace's output is its own likelihood-ratio statistic: 20 000 runs certify most of ε = 1.
@@ -37,10 +24,10 @@ def test_diffprivlib_laplace_and_gaussian_are_consistent_with_their_claims():
 
 
 @pytest.mark.slow
-def test_opacus_white_box_and_black_box_audits_are_consistent_with_the_receipt():
+def test_opacus_white_box_and_black_box_audits_are_consistent_with_the_receipt(load_example):
     pytest.importorskip("sklearn")
     pytest.importorskip("opacus")
-    module = load("audit_opacus")
+    module = load_example("audit_opacus")
     white = module.whitebox_audit(steps=4, noise_multiplier=2.0).run(1_000, seed=0, holdout_runs=300)
     # Full batch, 4 steps, z = 2: μ = √4/2 = 1, read from the ledger's GDP receipt.
     assert white.claimed_mu == pytest.approx(1.0)
