@@ -19,8 +19,10 @@ only ever add time), the floor measured alternately with each policy (same load)
 Policies are built outside the timed loop: setup (the ledger, a
 shuffle calibration) is not a round's cost. ``Private-GLM`` is :class:`JointDPGLMBandit`
 (preset ``tight``, ε = 4, δ = 0.02); ``ShuffleDP-GLM`` is :class:`ShuffleDPGLMBandit`
-(ε = 4, δ = 0.02) played as ``run_batched_policy`` plays it (each batch's designs planned at
-its first round, :class:`dpglm.policies.batched.PlannedBatches`).
+(ε = 4, δ = 0.02) played as ``run_batched_policy`` plays it (designs planned up to 1024 rounds
+ahead within a batch, :class:`dpglm.policies.batched.PlannedBatches`). Its batch ends run the
+shuffle accountant's calibrations: cached in the process after the first of the ``--repeat``
+runs, so the minimum is the warm round; a fresh process verifies each cached calibration once.
 
 ``--actions FILE.npz`` also saves every run's actions (keys ``policy/d/K/seed``) so that
 two checkouts can be compared action by action (``benchmarks/identical_actions.py``).
@@ -81,7 +83,7 @@ def make_policy(name: str, d: int, horizon: int, seed: int, env: StochasticConte
 
         policy = ShuffleDPGLMBandit(FAMILY, d, horizon, S, np.random.default_rng(seed + 1), epsilon=EPSILON,
                                     delta=DELTA)
-        return PlannedBatches(policy, env)  # each batch's designs planned at once, as run_batched_policy plays it
+        return PlannedBatches(policy, env)  # designs planned a chunk at a time, as run_batched_policy plays it
     raise ValueError(f"unknown policy {name!r}")
 
 

@@ -56,12 +56,17 @@ class GOptimalDesign:
 
 
 def _leverages(arms: np.ndarray, weights: np.ndarray, ridge: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-arm ``‖x‖²_{A⁻¹}`` and ``tr(A⁻¹)`` for ``A = ridge·I + Σ π x xᵀ``."""
+    """Per-arm ``‖x‖²_{A⁻¹}`` and ``tr(A⁻¹)`` for ``A = ridge·I + Σ π x xᵀ``, on ``matmul``.
+
+    ``A`` is ``(π·X)ᵀX`` and the leverages ``Σ_j (X A⁻¹)_{kj} X_{kj}``: batched matrix
+    products, about 4× faster than three-operand ``einsum`` at d = 10, K = 100 (issue 32).
+    Each set's products depend on its own ``(K, d)`` slice only, not on the stack around it.
+    """
     d = arms.shape[-1]
-    gram = np.einsum("...k,...ki,...kj->...ij", weights, arms, arms)
-    gram = gram + ridge * np.eye(d)
+    gram = np.matmul(np.swapaxes(arms * weights[..., None], -1, -2), arms)
+    gram += ridge * np.eye(d)
     inverse = np.linalg.inv(gram)
-    lev = np.einsum("...ki,...ij,...kj->...k", arms, inverse, arms)
+    lev = np.add.reduce(np.matmul(arms, inverse) * arms, axis=-1)
     return lev, np.trace(inverse, axis1=-2, axis2=-1)
 
 
@@ -114,22 +119,28 @@ def g_optimal_design(
 
     flat_arms = arms.reshape(-1, n_arms, d)
     flat_available = available.reshape(-1, n_arms)
-    weights = flat_available.astype(float)
-    weights /= weights.sum(axis=-1, keepdims=True)
-    # Unavailable arms keep weight zero: their terms in A(π) are exact zeros, which leave the
-    # leverages' sequential sums unchanged, and their leverages are never read. So A(π) and the
-    # leverages are computed on each set's available arms only, in their order, padded with
-    # unavailable ones; sets are run in stacks of similar width (each set's arithmetic does not
-    # depend on its stack), and the update and its normalising sum stay on all K arms.
+    # Unavailable arms keep weight zero for ever (the multiplicative update keeps zeros), so
+    # each set is solved on its available arms only, packed first in their order and padded
+    # with unavailable ones to a width fixed by its own count (the next multiple of 8, at most
+    # K). Sets of one width share a stack; a set's arithmetic depends on its own arms, mask
+    # and width only, never on the other sets of its call (so planning a batch in chunks, or a
+    # round alone, gives the same design to the last bit).
     counts = flat_available.sum(axis=-1)
+    width_of = np.minimum(-(-counts // _WIDTH_STEP) * _WIDTH_STEP, n_arms)
     slots = np.argsort(~flat_available, axis=-1, kind="stable")
-    stack_of = -(-counts // _WIDTH_STEP)
+    weights = np.zeros((len(flat_arms), n_arms))
     g_value = np.empty(len(flat_arms))
     iterations = 0
-    for stack in np.unique(stack_of):
-        rows = np.flatnonzero(stack_of == stack)
-        weights[rows], g_value[rows], used = _multiplicative(
-            flat_arms[rows], weights[rows], slots[rows], counts[rows], ridge=ridge, tol=tol, max_iter=max_iter)
+    for width in np.unique(width_of):
+        rows = np.flatnonzero(width_of == width)
+        packed_slots = slots[rows, :width]
+        packed = np.take_along_axis(flat_arms[rows], packed_slots[..., None], axis=1)
+        usable = np.take_along_axis(flat_available[rows], packed_slots, axis=1)
+        packed_weights, g_value[rows], used = _multiplicative(packed, usable, ridge=ridge, tol=tol,
+                                                              max_iter=max_iter)
+        block = np.zeros((len(rows), n_arms))
+        np.put_along_axis(block, packed_slots, packed_weights, axis=1)
+        weights[rows] = block
         iterations = max(iterations, used)
     return GOptimalDesign(
         weights=weights.reshape(*batch_shape, n_arms),
@@ -138,33 +149,30 @@ def g_optimal_design(
     )
 
 
-def _multiplicative(arms: np.ndarray, weights: np.ndarray, slots: np.ndarray, counts: np.ndarray, *,
-                    ridge: float, tol: float, max_iter: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The multiplicative updates of :func:`g_optimal_design` on a stack ``(n, K, d)``.
+def _multiplicative(arms: np.ndarray, available: np.ndarray, *, ridge: float, tol: float,
+                    max_iter: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The multiplicative updates of :func:`g_optimal_design` on a packed stack ``(n, W, d)``.
 
-    ``slots`` (n, K) lists each set's available arms first, ``counts`` (n,) how many there
-    are; ``weights`` (n, K) is the starting design (updated in place). Returns the design,
-    its g-values and the updates performed.
+    ``available`` (n, W) marks each set's available arms (the rest is padding, weight zero
+    throughout). Starts from the uniform design on the available arms; a set leaves the
+    stack once it converges. Returns the designs (n, W), their g-values and the updates
+    performed.
     """
     d = arms.shape[-1]
+    weights = available / available.sum(axis=-1, keepdims=True)
     g_value = np.empty(len(arms))
     active = np.arange(len(arms))
-    slots = slots[:, : counts.max()]
-    packed = np.take_along_axis(arms, slots[..., None], axis=1)
     for iteration in range(max_iter + 1):
         current = weights[active]
-        packed_lev, trace_inverse = _leverages(packed, np.take_along_axis(current, slots, axis=1), ridge)
-        lev = np.zeros_like(current)
-        np.put_along_axis(lev, slots, packed_lev, axis=1)
+        lev, trace_inverse = _leverages(arms, current, ridge)
         information = np.where(current > 0, lev + ridge * trace_inverse[:, None], 0.0)
         converged = information.max(axis=-1) <= d * (1.0 + tol)
-        g_value[active[converged]] = np.where(current[converged] > 0, lev[converged], 0.0).max(axis=-1)
         if converged.any():
-            active, current, information = active[~converged], current[~converged], information[~converged]
+            g_value[active[converged]] = np.where(current[converged] > 0, lev[converged], 0.0).max(axis=-1)
+            going = ~converged
+            active, current, information, arms = active[going], current[going], information[going], arms[going]
             if active.size == 0:
                 return weights, g_value, iteration
-            slots = slots[~converged, : counts[active].max()]
-            packed = np.take_along_axis(arms[active], slots[..., None], axis=1)
         # Σᵢ πᵢ tr(A⁻¹Mᵢ) = tr(I) = d: the update keeps the simplex (up to rounding).
         updated = current * information / d
         weights[active] = updated / updated.sum(axis=-1, keepdims=True)

@@ -361,9 +361,17 @@ class StochasticContextEnv(ContextualGLMEnv):
         return block[3][offset]
 
     def context_window(self, start: int, stop: int) -> np.ndarray:
-        """The arm sets of rounds start..stop−1, shape (stop − start, K, d) (drawn again, read-only)."""
+        """The arm sets of rounds start..stop−1, shape (stop − start, K, d), read-only.
+
+        A window inside one block is a view of that block, which becomes the env's current
+        one (the rounds it shows then draw nothing again: a batched policy planning a block
+        ahead costs no second draw, issue 32); a longer window is drawn again.
+        """
         if not 0 <= start <= stop <= self.horizon:
             raise ValueError(f"need 0 <= start <= stop <= {self.horizon}, got {start}, {stop}")
+        if start < stop and start // BLOCK_ROUNDS == (stop - 1) // BLOCK_ROUNDS:
+            block, offset = self._at(start)
+            return block[0][offset: offset + stop - start]
         blocks = range(start // BLOCK_ROUNDS, -(-stop // BLOCK_ROUNDS))
         parts = [self._draw(b)[0] for b in blocks]
         if not parts:

@@ -28,31 +28,24 @@ exactly equal in distribution (a count is invariant to the permutation, and a su
 independent fair bits is binomial).
 
 Neighbouring relation: ``"replace_one"`` (one user's data replaced); the add/remove
-relation is not analysed for these protocols and is refused.
+relation is not analysed for these protocols and is refused. The shuffler and the
+charged base the two mechanisms share are :mod:`mechanisms.shuffle_base`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from fractions import Fraction
-
 import numpy as np
 
-from accounting import ApproxDP, Receipt
-from accounting.costs import as_fraction
 from accounting.validation import (
     check_array,
     check_int,
-    check_memory,
     check_positive,
     check_probability,
     check_real,
-    check_size,
 )
-from mechanisms.base import Mechanism
-from mechanisms.release import Release, check_account, check_generator
+from mechanisms.release import Release, check_generator
 from mechanisms.shuffle_accountant import bitsum_delta, calibrate_bitsum_gamma
+from mechanisms.shuffle_base import MAX_MESSAGES, _ChargedShuffleSum, check_method, shuffle_messages
 from mechanisms.shuffle_vector_accountant import INPUT_SHIFTS, calibrate_noise_bits, default_levels, vector_sum_delta
 
 __all__ = [
@@ -65,83 +58,6 @@ __all__ = [
     "run_vector_summation",
     "ShuffleVectorSum",
 ]
-
-#: Refuse to build more messages than this on the message-level path (memory guard).
-MAX_MESSAGES = 20_000_000
-_METHODS = ("counts", "messages")
-
-
-def _check_method(method: str) -> str:
-    if not isinstance(method, str) or method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    return method
-
-
-def _check_relation(relation: str) -> str:
-    if relation != "replace_one":
-        raise ValueError(
-            "relation must be 'replace_one' (the shuffle accountant analyses one user's data replaced), "
-            f"got {relation!r}"
-        )
-    return relation
-
-
-def _check_budget(epsilon: object, delta: object) -> tuple[float, float]:
-    return check_positive("epsilon", epsilon), check_probability("delta", delta)
-
-
-def _float_at_most(x: float) -> float:
-    """The largest float not above the decimal ``x`` prints as (the value the ledger charges)."""
-    return x if Fraction(x) <= Fraction(repr(x)) else math.nextafter(x, -math.inf)
-
-
-class _ChargedShuffleSum(Mechanism):
-    """What the charged shuffle protocols share: checked arguments and one charge per release.
-
-    A subclass names itself in ``_MECHANISM`` (recorded with every charge), calls
-    :meth:`_open` first in ``__init__``, and in ``release`` calls :meth:`_charge_release`
-    before the protocol draws anything from ``rng``.
-    """
-
-    _MECHANISM: str
-
-    def _open(self, account: object, n_users: int, rng: np.random.Generator, epsilon: float, delta: float,
-              relation: str) -> None:
-        self.account = check_account(account, ("approx",), f"{self._MECHANISM} (an ApproxDP(epsilon, delta) cost)")
-        self.n_users = check_size("n_users", n_users, 2)
-        check_memory("n_users", self.n_users, 64 * self.n_users, "the accountant's distributions over the users")
-        self.rng = check_generator(rng)
-        self.epsilon, self.delta = _check_budget(epsilon, delta)
-        # The ledger charges the decimals ε and δ print as; the accountant certifies the
-        # floats it is given. Certify floats at or below those decimals, so the charge is
-        # never below what was certified.
-        self._certified = (_float_at_most(self.epsilon), _float_at_most(self.delta))
-        self.relation = _check_relation(relation)
-
-    @staticmethod
-    def _after_charge(check: Callable[[], np.ndarray]) -> np.ndarray:
-        """Run ``check`` of the private values once the charge is made: its refusal stays charged.
-
-        The public checks (kind, shape, users) ran before the charge; what ``check`` can
-        still refuse depends on the data, and a free refusal would tell the caller about
-        it (docs/mechanisms.md, "Refusals that depend on the data").
-        """
-        try:
-            return check()
-        except ValueError as error:
-            raise ValueError(f"{error} (refused after the charge, which stays spent: the check depends on the data)"
-                             ) from None
-
-    def _charge_release(self, partition: str | None, note: str) -> Receipt:
-        """Charge ApproxDP(epsilon, delta) for one release (raises ``BudgetExceeded`` before any draw)."""
-        return self._charge(
-            ApproxDP(as_fraction(self.epsilon, "epsilon"), as_fraction(self.delta, "delta")),
-            mechanism=self._MECHANISM,
-            relation=self.relation,
-            partition=partition,
-            note=note,
-        )
-
 
 # ---------------------------------------------------------------------------
 # Bit sum
@@ -184,12 +100,6 @@ def bitsum_randomize(bits: np.ndarray, gamma: float, rng: np.random.Generator) -
     randomize = rng.random(x.shape[0]) < gamma
     coin = rng.integers(0, 2, size=x.shape[0])
     return np.asarray(np.where(randomize, coin, x), dtype=np.int64)
-
-
-def shuffle_messages(messages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The shuffler: a uniformly random permutation of the messages (along the first axis)."""
-    rng = check_generator(rng)
-    return np.asarray(messages)[rng.permutation(len(messages))]
 
 
 def bitsum_analyze(messages: np.ndarray, gamma: float) -> float:
@@ -278,7 +188,7 @@ class ShuffleBitSum(_ChargedShuffleSum):
         shape = _bits_shape(bits)
         if shape != (self.n_users,):
             raise ValueError(f"bits must be a 1-D array holding one bit per user ({self.n_users}), got shape {shape}")
-        method = _check_method(method)
+        method = check_method(method)
         receipt = self._charge_release(partition, f"n={self.n_users}, gamma={self.gamma:.6g}; exact shuffle accountant")
         x = self._after_charge(lambda: _check_bits(bits, self.n_users))
         if method == "messages":
@@ -352,13 +262,18 @@ def vector_randomize(
     return np.stack([coords.reshape(-1), bits.reshape(-1)], axis=1)
 
 
+def _debias(ones: np.ndarray, n_users: int, bound: float, levels: int, noise_bits: int) -> np.ndarray:
+    """``(L/g)(ones - b n / 2) - n L`` per coordinate: the analyzer's unbiased sum from the counts of ones."""
+    return np.asarray((bound / levels) * (ones - noise_bits * n_users / 2.0) - n_users * bound, dtype=float)
+
+
 def vector_analyze(
     messages: np.ndarray, n_users: int, coordinates: int, bound: float, levels: int, noise_bits: int
 ) -> np.ndarray:
     """Analyzer of vector summation: per coordinate ``(L/g)(ones - b n / 2) - n L``, unbiased for the sum."""
     msgs = np.asarray(messages)
     ones = np.bincount(msgs[:, 0], weights=msgs[:, 1], minlength=coordinates)
-    return (bound / levels) * (ones - noise_bits * n_users / 2.0) - n_users * bound
+    return _debias(ones, n_users, bound, levels, noise_bits)
 
 
 def run_vector_summation(
@@ -381,18 +296,20 @@ def run_vector_summation(
         The estimate of the per-coordinate sums, shape ``(coordinates,)``.
     """
     rng = check_generator(rng)
-    method = _check_method(method)
+    method = check_method(method)
     arr = _check_values(values, bound)
     n, m = arr.shape
     if method == "messages":
         shuffled = shuffle_messages(vector_randomize(arr, bound, levels, noise_bits, rng), rng)
         return vector_analyze(shuffled, n, m, bound, levels, noise_bits)
     ones = _round_levels(arr, bound, levels, rng).sum(axis=0) + rng.binomial(n * noise_bits, 0.5, size=m)
-    return np.asarray((bound / levels) * (ones - noise_bits * n / 2.0) - n * bound, dtype=float)
+    return _debias(ones, n, bound, levels, noise_bits)
 
 
 #: What ``ShuffleVectorSum(inputs=...)`` accepts, and the accountant's input set for vectors / matrices.
 _INPUT_SETS = {"l2": ("l2_ball", "psd_trace"), "box": ("box", "box")}
+#: Users whose leaves ``ShuffleVectorSum.release_outer`` forms at a time.
+_OUTER_CHUNK = 4096
 #: Relative tolerance of the input-set checks (float rounding of ||x|| = 1, x x^T); the
 #: accountant's shift bounds carry a larger slack (mechanisms.shuffle_vector_accountant).
 _INPUT_TOLERANCE = 1e-12
@@ -526,14 +443,25 @@ class ShuffleVectorSum(_ChargedShuffleSum):
         _check_input_set(arr, self.input_set, self.bound)
         return arr if len(self.shape) == 1 else arr[:, self._rows, self._cols]
 
-    def release(self, values: np.ndarray, *, method: str = "counts", partition: str | None = None) -> Release:
+    def release(self, values: np.ndarray, *, weights: np.ndarray | None = None, method: str = "counts",
+                partition: str | None = None) -> Release:
         """Charge ApproxDP(epsilon, delta), then run the protocol; the estimated sum of ``values``.
 
         Parameters
         ----------
         values : numpy.ndarray
             Shape ``(n_users, d)`` or ``(n_users, d, d)`` (symmetric), each user's input in
-            the declared set (``inputs``), entries in ``[-bound, bound]``.
+            the declared set (``inputs``), entries in ``[-bound, bound]``. With ``weights``:
+            the factors ``x`` (shape ``(n_users, d)``) of the leaves ``w_i x_i x_iᵀ``.
+        weights : numpy.ndarray, optional
+            ``(n_users,)``, for a ``(d, d)`` mechanism with ``inputs="l2"`` on the ``"counts"``
+            path: the release of the leaves ``w_i x_i x_iᵀ``, formed (``w_i·(x_ij x_ik)``) and
+            rounded 4096 users at a time (O(4096·d²) memory, not O(n·d²); issue 32). Same
+            entries, draws and output, to the last bit, as passing the formed leaves. Each
+            leaf is checked on its factors: ``w_i ≥ 0`` makes the formed leaf PSD up to the
+            rounding :class:`mechanisms.outer_product.OuterProduct` bounds (inside the
+            tolerance of the eigenvalue check), and its formed trace must be at most
+            ``bound``; every user is checked before anything is drawn.
         method : str
             ``"counts"`` (exact-in-distribution count simulation) or ``"messages"``.
         partition : str, optional
@@ -541,20 +469,62 @@ class ShuffleVectorSum(_ChargedShuffleSum):
             compose by max in the ledger (e.g. the batches of Algorithm 1).
         """
         shape = check_array("values", values).shape
-        if shape != (self.n_users, *self.shape):
+        method = check_method(method)
+        if weights is not None:
+            self._check_factor_shapes(shape, check_array("weights", weights).shape, method)
+        elif shape != (self.n_users, *self.shape):
             raise ValueError(f"values must have shape {(self.n_users, *self.shape)}, got {shape}")
-        method = _check_method(method)
         receipt = self._charge_release(
             partition,
             f"n={self.n_users}, coordinates={self.coordinates}, levels={self.levels}, "
             f"noise_bits={self.noise_bits}, inputs={self.input_set}; exact shuffle accountant (PLD over coordinates)",
         )
+        if weights is not None:
+            return self._release(self._symmetric(self._outer_sums(values, weights)), receipt)
         flat = self._after_charge(lambda: _check_values(self._flatten(values), self.bound))
         sums = run_vector_summation(flat, self.bound, self.levels, self.noise_bits, self.rng, method=method)
         if len(self.shape) == 1:
             return self._release(sums, receipt)
+        return self._release(self._symmetric(sums), receipt)
+
+    def _check_factor_shapes(self, x_shape: tuple[int, ...], w_shape: tuple[int, ...], method: str) -> None:
+        """The public checks of ``release(x, weights=w)``, before the charge."""
+        if self.shape[1:] != self.shape[:1] or self.input_set != "psd_trace" or method != "counts":
+            raise ValueError(f"weights need a (d, d) mechanism with inputs='l2' on method='counts', got "
+                             f"shape={self.shape}, inputs={self.inputs!r}, method={method!r}")
+        if x_shape != (self.n_users, self.shape[0]) or w_shape != (self.n_users,):
+            raise ValueError(f"with weights, values must have shape {(self.n_users, self.shape[0])} and weights "
+                             f"{(self.n_users,)}, got {x_shape} and {w_shape}")
+
+    def _outer_sums(self, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The protocol's sums of the leaves ``w_i x_i x_iᵀ``, a chunk of users at a time (after the charge)."""
+        xs, ws = np.asarray(x, dtype=float), np.asarray(weights, dtype=float)
+        chunks = [slice(start, start + _OUTER_CHUNK) for start in range(0, self.n_users, _OUTER_CHUNK)]
+        for chunk in chunks:  # every user checked before any draw
+            self._after_charge(lambda: self._outer_entries(xs[chunk], ws[chunk]))  # noqa: B023 - called at once
+        ones = np.zeros(self.coordinates, dtype=np.int64)
+        for chunk in chunks:
+            ones += _round_levels(self._outer_entries(xs[chunk], ws[chunk]), self.bound, self.levels,
+                                  self.rng).sum(axis=0)
+        ones += self.rng.binomial(self.n_users * self.noise_bits, 0.5, size=self.coordinates)
+        return _debias(ones, self.n_users, self.bound, self.levels, self.noise_bits)
+
+    def _symmetric(self, sums: np.ndarray) -> np.ndarray:
+        """The symmetric matrix whose upper triangle is ``sums``."""
         d = self.shape[0]
         matrix = np.zeros((d, d))
         matrix[self._rows, self._cols] = sums
         matrix[self._cols, self._rows] = sums
-        return self._release(matrix, receipt)
+        return matrix
+
+    def _outer_entries(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The checked upper-triangle entries ``w_i·(x_{ij} x_{ik})`` of a chunk of leaves (release_outer)."""
+        entries = w[:, None] * (x[:, self._rows] * x[:, self._cols])
+        diagonal = w[:, None] * (x * x)  # the formed diagonal, C-ordered: summed as np.trace sums a leaf's
+        limit = self.bound * (1.0 + _INPUT_TOLERANCE)
+        if not (np.all(w >= 0) and np.all(np.add.reduce(diagonal, axis=1) <= limit)):  # NaN fails both
+            if not np.all(np.isfinite(entries)):
+                raise ValueError("values must be finite (no NaN or infinity)")
+            raise ValueError(f"every user's matrix must be positive semidefinite with trace <= bound = {self.bound} "
+                             "(inputs='l2')")
+        return _check_values(entries, self.bound)

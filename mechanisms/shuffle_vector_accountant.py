@@ -243,16 +243,28 @@ def vector_sum_pld(
     n, noise_bits, levels, coordinates = _check_vector_args(n, noise_bits, levels, coordinates)
     interval = check_real("interval", interval, 0.0, 1.0, low_open=True)
     counts = collections.Counter(level_shifts(levels, coordinates, max_shift=max_shift, l2_shift=l2_shift))
-    pairs = {shift: _shift_pair_losses(n * noise_bits, shift) for shift in counts}
-    for loss, _, _ in pairs.values():  # one bin width for all, so the PLDs compose
-        interval = max(interval, float(loss.max() - loss.min()) / _MAX_BINS)
-    total = None
-    for shift, count in sorted(counts.items(), reverse=True):
-        pld = _rounded_pld(*pairs[shift], interval)
-        pld = pld if count == 1 else pld.self_compose(count)
-        total = pld if total is None else total.compose(pld)
-    assert total is not None  # coordinates >= 1
-    return total
+    ordered = sorted(counts.items(), reverse=True)
+    # One bin width for all pairs, so the PLDs compose: the widest any pair needs. The pairs are
+    # made one at a time, largest shift first (it needs the widest bins), so only one pair's
+    # arrays are held (they grow as sqrt(n·noise_bits): 10 pairs at n = 3·10⁴ held 80 MB,
+    # issue 32); a later pair needing wider bins than those already rounded starts the
+    # composition again at its width. Same width, same order: the same PLD as holding all pairs.
+    while True:
+        total = None
+        for shift, count in ordered:
+            loss, mass, infinity_mass = _shift_pair_losses(n * noise_bits, shift)
+            needed = float(loss.max() - loss.min()) / _MAX_BINS
+            if needed > interval:
+                interval = needed
+                if total is not None:
+                    break
+            pld = _rounded_pld(loss, mass, infinity_mass, interval)
+            del loss, mass
+            pld = pld if count == 1 else pld.self_compose(count)
+            total = pld if total is None else total.compose(pld)
+        else:
+            assert total is not None  # coordinates >= 1
+            return total
 
 
 def vector_sum_delta(n: int, noise_bits: int, levels: int, epsilon: float, coordinates: int = 1, *,

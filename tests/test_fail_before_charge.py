@@ -77,6 +77,10 @@ def _vectorsum(account):
     return ShuffleVectorSum(account, 50, (2,), 1.0, RNG(0), epsilon=1.0, delta=1e-6)
 
 
+def _vectormatrix(account):
+    return ShuffleVectorSum(account, 50, (2, 2), 1.0, RNG(0), epsilon=1.0, delta=1e-6)
+
+
 def _geometric(account):
     return GeometricBatchMean(account, 2, 1.0, RNG(0))
 
@@ -149,6 +153,16 @@ CASES = [
     ("vectorsum_users", _built("approx", _vectorsum), lambda m: m.release(np.zeros((49, 2))), "values"),
     ("vectorsum_method", _built("approx", _vectorsum), lambda m: m.release(np.zeros((50, 2)), method="x"),
      "method"),
+    ("vectorsum_weights_vector", _built("approx", _vectorsum),
+     lambda m: m.release(np.zeros((50, 2)), weights=np.zeros(50)), "weights"),
+    ("vectorsum_weights_shape", _built("approx", _vectormatrix),
+     lambda m: m.release(np.zeros((50, 2)), weights=np.zeros(49)), "weights"),
+    ("vectorsum_weights_factors", _built("approx", _vectormatrix),
+     lambda m: m.release(np.zeros((50, 2, 2)), weights=np.zeros(50)), "values"),
+    ("vectorsum_weights_messages", _built("approx", _vectormatrix),
+     lambda m: m.release(np.zeros((50, 2)), weights=np.zeros(50), method="messages"), "weights"),
+    ("vectorsum_weights_kind", _built("approx", _vectormatrix),
+     lambda m: m.release(np.zeros((50, 2)), weights=["a"] * 50), "weights"),
     # -- geometric batch means: shapes and dtypes (counts are public actions)
     ("geometric_shape", _built("pure", _geometric), lambda m: m.observe(np.array([1, 1]), np.zeros(3)),
      "reward_sums"),
@@ -203,7 +217,7 @@ CASES = [
     ("tree_pair_horizon", _account("gdp"),
      lambda a: build_tree_pair(a, 0, 3, (math.sqrt(2), 0.5), RNG(0), 0.5), "horizon"),
     ("design_sum_batch", _account("approx"),
-     lambda a: ShuffledDesignSum(a, 1.0, RNG(0), n_batches=3, width_delta=0.01).matrix(np.zeros((4, 3, 3)), 0,
+     lambda a: ShuffledDesignSum(a, 1.0, RNG(0), n_batches=3, width_delta=0.01).matrix(np.zeros((4, 3)), np.ones(4), 0,
                                                                                       -1.0), "bound"),
     ("pgd_estimator_iterations", _account("approx"),
      lambda a: ShufflePGDEstimator(_family(), 1.0, 1.0, a, RNG(0), max_iterations=0).fit(X3, Y6, 0),

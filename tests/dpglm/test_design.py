@@ -111,15 +111,26 @@ def _one_set_reference(arms, available, ridge, tol):
     raise AssertionError("reference did not converge")
 
 
-def test_packed_stacks_are_bit_identical_to_the_one_set_reference(rng):
-    # Sets with 1 to 40 available arms fall in several stacks of packed width; packing drops only
-    # exact zero terms, so every set's design is the reference's to the last bit.
+def test_each_set_of_a_mixed_stack_is_its_own_design_to_the_last_bit(rng):
+    # Sets with 1 to 40 available arms fall in several stacks of packed width. A set's design
+    # depends on its own arms and mask only: alone, or in any call around it (a batch planned
+    # in chunks, or a round planned alone), it is the same to the last bit; and it is the
+    # unpacked one-set reference (every arm in every sum, three-operand einsum) up to rounding.
     arms = _unit_ball(rng, (30, 40), 4) * rng.uniform(0.1, 3.0, size=(30, 1, 1))
     available = rng.uniform(size=(30, 40)) < rng.uniform(0.02, 1.0, size=(30, 1))
     available[np.arange(30), rng.integers(40, size=30)] = True
     design = g_optimal_design(arms, available=available, ridge=1e-4, tol=1e-3)
-    runs = [_one_set_reference(arms[i], available[i], 1e-4, 1e-3) for i in range(30)]
     assert len({int(c) for c in -(-available.sum(axis=1) // 8)}) >= 3
-    np.testing.assert_array_equal(design.weights, np.stack([w for w, _, _ in runs]))
-    np.testing.assert_array_equal(design.g_value, [g for _, g, _ in runs])
+    halves = [g_optimal_design(arms[part], available=available[part], ridge=1e-4, tol=1e-3)
+              for part in (slice(0, 11), slice(11, 30))]
+    np.testing.assert_array_equal(design.weights, np.concatenate([h.weights for h in halves]))
+    runs = [_one_set_reference(arms[i], available[i], 1e-4, 1e-3) for i in range(30)]
+    for i in range(30):
+        alone = g_optimal_design(arms[i], available=available[i], ridge=1e-4, tol=1e-3)
+        np.testing.assert_array_equal(design.weights[i], alone.weights)
+        assert design.g_value[i] == alone.g_value
+        np.testing.assert_allclose(alone.weights, runs[i][0], rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(alone.g_value, runs[i][1], rtol=1e-12)
+        assert alone.iterations == runs[i][2]
+    assert np.all(design.weights[~available] == 0)
     assert design.iterations == max(it for _, _, it in runs)

@@ -147,6 +147,75 @@ def test_matrix_release_is_symmetric_and_unbiased():
     assert np.all(np.abs(releases.mean(axis=0) - outer.sum(axis=0)) < 4 * sd)
 
 
+@pytest.mark.parametrize("n, d", [(2, 1), (37, 3), (9000, 10)])
+def test_leaves_from_their_factors_are_the_formed_leaves_release_to_the_last_bit(n, d):
+    # release(x, weights=w) forms w·(x_j x_k) a chunk of 4096 users at a time; the formed
+    # leaves through the plain path are the reference: same entries, draws and output.
+    rng = np.random.default_rng(41)
+    x = rng.normal(size=(n, d))
+    x *= rng.uniform(0, 1, size=(n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+    w = rng.uniform(0, 0.4, size=n)
+    w[::7] = 0.0
+    leaves = w[:, None, None] * np.einsum("ni,nj->nij", x, x)
+    releases = []
+    for factors in (False, True):
+        mech = ShuffleVectorSum(_account(), n, (d, d), 0.4, np.random.default_rng(43), epsilon=2.0, delta=1e-6)
+        out = mech.release(x, weights=w, partition="p") if factors else mech.release(leaves, partition="p")
+        releases.append((out.value, out.receipt.cost, out.receipt.partition, mech.rng.bit_generator.state))
+    (plain, cost, key, state), (factored, cost2, key2, state2) = releases
+    np.testing.assert_array_equal(factored, plain)
+    assert (cost, key, state) == (cost2, key2, state2)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("negative", "positive semidefinite"), ("trace", "trace <= bound"), ("nan", "finite"), ("inf", "finite")])
+def test_a_bad_leaf_from_its_factors_is_refused_after_the_charge_before_any_draw(bad, message):
+    rng = np.random.default_rng(47)
+    n, d = 5000, 3  # the bad user sits in the second chunk: the first is checked and still not drawn
+    x = rng.normal(size=(n, d))
+    x /= 2 * np.linalg.norm(x, axis=1, keepdims=True)
+    w = np.full(n, 0.5)
+    if bad == "negative":
+        w[4500] = -1e-3
+    elif bad == "trace":
+        x[4500] = [1.3, 0.6, 0.0]  # trace 0.5·2.05 > 1, every entry <= 1
+    else:
+        x[4500, 1] = np.nan if bad == "nan" else np.inf
+    account = _account(10.0, 0.01)
+    mech = ShuffleVectorSum(account, n, (d, d), 1.0, rng, epsilon=1.0, delta=1e-6)
+    state = rng.bit_generator.state
+    with pytest.raises(ValueError, match=f"{message}.*refused after the charge"):
+        mech.release(x, weights=w)
+    assert rng.bit_generator.state == state
+    assert account.spent == ApproxDP(1.0, 1e-6)
+
+
+def test_factor_and_formed_checks_agree_at_the_trace_bound():
+    # Leaves whose trace sits within a few ulps of the bound: the factor path accepts exactly
+    # the leaves the formed path accepts (same formed diagonal, same sum).
+    rng = np.random.default_rng(53)
+    seen = set()
+    for _ in range(200):
+        d = int(rng.integers(1, 12))
+        x = rng.normal(size=(2, d))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        w = 1.0 + rng.integers(-4, 5, size=2) * 2.0**-52 + np.array([0.0, 1e-12])
+        verdicts = []
+        for factors in (False, True):
+            mech = ShuffleVectorSum(_account(), 2, (d, d), 1.0, np.random.default_rng(0), epsilon=5.0, delta=1e-6)
+            try:
+                if factors:
+                    mech.release(x, weights=w)
+                else:
+                    mech.release(w[:, None, None] * np.einsum("ni,nj->nij", x, x))
+                verdicts.append(True)
+            except ValueError:
+                verdicts.append(False)
+        assert verdicts[0] == verdicts[1]
+        seen.add(verdicts[0])
+    assert seen == {True, False}
+
+
 # --------------------------------------------------------------------------- ledger contract
 
 

@@ -146,3 +146,57 @@ def test_bad_shift_bounds_name_the_argument():
         acc.level_shifts(4, 3, l2_shift=0.0)
     with pytest.raises(TypeError, match="coordinates"):
         acc.level_shifts(4, 1.5)
+
+
+def _all_pairs_reference(n, noise_bits, levels, coordinates, interval, max_shift, l2_shift, pair=None):
+    """vector_sum_pld as written before issue 32: every pair held, then rounded at the widest width."""
+    import collections
+
+    pair = pair or acc._shift_pair_losses
+    counts = collections.Counter(acc.level_shifts(levels, coordinates, max_shift=max_shift, l2_shift=l2_shift))
+    pairs = {shift: pair(n * noise_bits, shift) for shift in counts}
+    for loss, _, _ in pairs.values():
+        interval = max(interval, float(loss.max() - loss.min()) / acc._MAX_BINS)
+    total = None
+    for shift, count in sorted(counts.items(), reverse=True):
+        pld = acc._rounded_pld(*pairs[shift], interval)
+        pld = pld if count == 1 else pld.self_compose(count)
+        total = pld if total is None else total.compose(pld)
+    return total
+
+
+def _same_pld(a, b):
+    for side in ("_pmf_remove", "_pmf_add"):
+        pa, pb = getattr(a, side), getattr(b, side)
+        assert type(pa) is type(pb)
+        assert pa._discretization == pb._discretization and pa._infinity_mass == pb._infinity_mass
+        assert pa._lower_loss == pb._lower_loss
+        np.testing.assert_array_equal(pa._probs, pb._probs)
+
+
+@pytest.mark.parametrize("n, bits, coordinates, shifts", [
+    (50, 300, 3, (2.0, None)), (3000, 170, 55, acc.INPUT_SHIFTS["psd_trace"]),
+    (30_000, 80_000, 10, acc.INPUT_SHIFTS["l2_ball"])])
+def test_pairs_made_one_at_a_time_give_the_all_pairs_pld(n, bits, coordinates, shifts):
+    levels = acc.default_levels(n, coordinates)
+    streamed = acc.vector_sum_pld(n, bits, levels, coordinates, interval=1e-4, max_shift=shifts[0], l2_shift=shifts[1])
+    _same_pld(streamed, _all_pairs_reference(n, bits, levels, coordinates, 1e-4, *shifts))
+
+
+def test_a_later_pair_needing_wider_bins_restarts_at_its_width(monkeypatch):
+    # Not seen with the real pairs (the largest shift needs the widest bins); forced here: the
+    # smallest shift's losses are stretched, so it needs the widest bins and comes last.
+    real = acc._shift_pair_losses
+
+    def stretched(trials, shift):
+        loss, mass, infinity = real(trials, shift)
+        return (loss * 50.0 if shift == 7 else loss), mass, infinity
+
+    monkeypatch.setattr(acc, "_shift_pair_losses", stretched)
+    calls = []
+    monkeypatch.setattr(acc, "_rounded_pld", lambda *a, _r=acc._rounded_pld: calls.append(a[-1]) or _r(*a))
+    streamed = acc.vector_sum_pld(200, 50, 12, 3, interval=1e-6, max_shift=2.0, l2_shift=1.0)
+    assert sorted(set(acc.level_shifts(12, 3, max_shift=2.0, l2_shift=1.0))) == [7, 9, 13]
+    reference = _all_pairs_reference(200, 50, 12, 3, 1e-6, 2.0, 1.0, pair=stretched)
+    _same_pld(streamed, reference)
+    assert len(set(calls)) == 2 and calls[-1] == max(calls)  # rounded at a narrower width first, then again

@@ -67,16 +67,21 @@ these are reconstructed from §5, App. E–F and Sawarni et al. 2024):
    refused, the policy keeps playing the warm-up design, and the next batch's statistics
    (``V`` and ``θ̂``, from that batch's own users) take the warm-up's role.
 
-Speed: within a batch the rule is fixed and contexts are i.i.d., so :meth:`plan` takes
-the batch's arm sets up front and computes every round's design in one vectorised
-:func:`dpglm.design.g_optimal_design` call (:func:`run_batched_policy` does this);
-:meth:`choose` falls back to the single-set computation for arm sets it was not given.
+Speed and memory (issue 32): within a batch the rule is fixed and contexts are i.i.d., so
+:meth:`plan` takes the arm sets of the coming rounds (up to 1024, :func:`run_batched_policy`
+does this) and computes their designs in one vectorised
+:func:`dpglm.design.g_optimal_design` call, on ``matmul``; :meth:`choose` falls back to the
+single-set computation for arm sets it was not given, with the same result (a set's design
+depends on that set alone). A batch keeps its rows in arrays of its public length (the last
+batch keeps none), and its leaves ``w x xᵀ`` are formed from them a chunk at a time when it
+ends, so a run's memory does not grow with the batch lengths beyond 8·(d + 2) bytes a
+round of one non-final batch.
 
 Modules, one concept each: :mod:`.schedule` (the batch lengths), :mod:`.parameters` and
 :mod:`.presets` (the constants and their presets), :mod:`.protocols` (the two pluggable
 ingredients), :mod:`.exact` and :mod:`.private` (their exact and shuffle-private
 implementations), :mod:`.loop` (the batched loop), :mod:`.bglincb` and
-:mod:`.shuffle_dp` (the two policies), :mod:`.runner` (playing a policy a batch at a time).
+:mod:`.shuffle_dp` (the two policies), :mod:`.runner` (playing a policy a chunk of rounds at a time).
 """
 
 from dpglm.policies.batched.bglincb import BGLinCB

@@ -72,19 +72,19 @@ class ShuffledDesignSum:
         self.releases: dict[int, Any] = {}
         self.noise_sd: dict[int, float] = {}
 
-    def matrix(self, leaves: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
+    def matrix(self, x: np.ndarray, weights: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
         from mechanisms.shuffle import ShuffleVectorSum
 
         check_positive("bound", bound)
-        n, d = leaves.shape[0], leaves.shape[-1]
+        n, d = x.shape
         mechanism = ShuffleVectorSum(  # noise bits: the accountant's (cached) calibration
             self.account, max(n, 2), (d, d), bound, self.rng, epsilon=self.epsilon, delta=self.delta,
             levels=self.levels,
         )
         if n < 2:  # the protocol needs two users; a zero dummy leaf changes no one's data
-            leaves = np.concatenate([leaves, np.zeros((2 - n, d, d))])
-        try:
-            release = mechanism.release(leaves, partition=batch_partition(batch))
+            x, weights = np.concatenate([x, np.zeros((2 - n, d))]), np.concatenate([weights, np.zeros(2 - n)])
+        try:  # the leaves w·x xᵀ formed from their factors a chunk at a time (ShuffleVectorSum.release)
+            release = mechanism.release(x, weights=weights, partition=batch_partition(batch))
         except BudgetExceeded:
             return None
         sd = math.sqrt(mechanism.variance_bound())

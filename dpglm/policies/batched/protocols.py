@@ -16,11 +16,14 @@ __all__ = ["BatchEstimator", "DesignSum", "PreconditionedEstimator"]
 class DesignSum(Protocol):
     """Forms a batch's design matrix ``Σ leaves + λI`` (exact) or releases it (private)."""
 
-    def matrix(self, leaves: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
-        """``Σ_t leaves[t]`` plus the ridge, or ``None`` if the release was refused.
+    def matrix(self, x: np.ndarray, weights: np.ndarray, batch: int, bound: float) -> np.ndarray | None:
+        """``Σ_t weights[t]·x_t x_tᵀ`` plus the ridge, or ``None`` if the release was refused.
 
-        ``leaves`` has shape (n, d, d), entries in ``[−bound, bound]``; ``batch`` is the
-        1-based batch index (the parallel-composition key of a private release).
+        The leaves are given by their factors (a leaf's d² entries are formed a chunk of rows
+        at a time, never all at once): ``x`` has shape (n, d), rows in the unit ball;
+        ``weights`` (n,) lies in ``[0, bound]``, so each leaf is PSD with trace at most
+        ``bound``; ``batch`` is the 1-based batch index (the parallel-composition key of a
+        private release).
         """
 
 

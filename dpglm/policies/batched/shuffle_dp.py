@@ -32,7 +32,7 @@ PUBLISHED_COUNTS = ("granted", "refused")
 
 Both follow from the public schedule and budget (a batch charges a fixed cost under its
 own key). ``planned_rounds`` / ``unplanned_rounds`` say whether a round's arm set was the
-one planned at its batch's start, which a clipped or skipped user changes: not published
+one planned for it, which a clipped or skipped user changes: not published
 (docs/service.md, "What a run publishes")."""
 
 #: Builds the parameter estimator on the ``parameter`` account: ``(family, params, account, rng)``.
@@ -146,7 +146,7 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
                 self._pending = (np.zeros(self.d), 0.0)
                 self._skipping = True
                 return 0
-            arms = screened
+            return self._choose_checked(screened)  # screened: the loop's own arm checks would repeat these
         return super().choose(arms)
 
     def plan(self, arm_sets: np.ndarray) -> None:
@@ -169,7 +169,7 @@ class ShuffleDPGLMBandit(InvalidUsers, BatchedGLMBandit):
             if r is None:
                 self._pending = (np.zeros(self.d), 0.0)
                 r = 0.0
-            return super().observe(r)
+            return self._observe_checked(r)
         return super().observe(reward)
 
     def diagnostics(self) -> dict[str, Any]:

@@ -156,8 +156,43 @@ def test_planned_and_per_round_paths_agree(small_problem):
     per_round = run_policy_record(per_round_policy, env)
     np.testing.assert_array_equal(planned.actions, per_round.actions)
     assert per_round_policy.counts["planned_rounds"] == 0
-    # The runner plays through run_policy_record, and every round was planned at its batch's start.
+    # The runner plays through run_policy_record, and every round was planned (a chunk at a time).
     assert planned.diagnostics["planned_rounds"] == env.horizon and planned.diagnostics["unplanned_rounds"] == 0
+
+
+def test_chunks_of_a_block_plan_what_whole_batches_plan():
+    # PlannedBatches plans at most to the next multiple of 1024 rounds (the env's block) and never
+    # past the batch; a round's design depends on its own arm set only, so the actions are those of
+    # planning each whole batch at its first round. The last batch keeps no rows.
+
+    T, d, S = 3000, 3, 2.0
+    env = StochasticContextEnv("logistic", d, 8, S, T, np.random.default_rng(12))
+    params = batched_parameters("logistic", d, T, S)
+    chunked = BGLinCB("logistic", d, T, S, np.random.default_rng(6), params=params)
+    sizes, plan = [], chunked.plan
+    chunked.plan = lambda arm_sets: sizes.append((chunked.t, len(arm_sets))) or plan(arm_sets)
+    actions = run_batched_policy(chunked, env).actions
+    ends = set(np.cumsum(chunked.schedule.lengths).tolist())
+    assert max(n for _, n in sizes) <= 1024 and len(sizes) > len(ends)
+    assert all((t + n) % 1024 == 0 or t + n in ends for t, n in sizes)
+    assert chunked.batch > len(chunked.schedule.lengths) and len(chunked._y) == 0 and chunked._x.shape == (0, d)
+
+    whole = BGLinCB("logistic", d, T, S, np.random.default_rng(6), params=params)
+    env.reset()
+    for t in range(T):
+        if t == 0 or t in ends:
+            whole.plan(env.context_window(t, t + whole.rounds_left_in_batch))
+        whole.observe(env.pull(t, whole.choose(env.contexts(t))))
+    np.testing.assert_array_equal(env.actions, actions)
+
+
+def test_exact_design_sum_in_chunks_is_the_one_pass_sum(rng):
+    from dpglm.policies.batched import ExactDesignSum
+
+    x = rng.normal(size=(9000, 4)) / 3.0
+    w = rng.uniform(0, 2, size=9000)
+    one_pass = (w[:, None, None] * np.einsum("ni,nj->nij", x, x)).sum(axis=0) + 0.5 * np.eye(4)
+    np.testing.assert_array_equal(ExactDesignSum(0.5).matrix(x, w, 2, 2.0), one_pass)
 
 
 def test_bglincb_regret_is_below_uniform_play(small_problem):
@@ -308,3 +343,40 @@ def test_unit_norm_contexts_do_not_crash_the_shuffle_release(scale):
         policy.observe(float(rng.random() < 0.5))
     assert policy.counts["granted"] + policy.counts["refused"] == len(policy.schedule.lengths) - 1
     assert policy.counts["granted"] >= 1
+
+
+@pytest.mark.slow
+def test_shuffle_dp_regret_on_matmul_designs_is_the_einsum_designs_regret(monkeypatch):
+    # Issue 32 moved the designs and quadratic forms from three-operand einsum to matmul (last
+    # bits change) and plans a chunk at a time. Paired runs (same env, same noise) at d = 10,
+    # K = 100 against the einsum forms written here: the final regrets agree within noise.
+    import dpglm.design as design_module
+    import dpglm.policies.batched.loop as loop_module
+
+    def einsum_leverages(arms, weights, ridge):
+        gram = np.einsum("...k,...ki,...kj->...ij", weights, arms, arms) + ridge * np.eye(arms.shape[-1])
+        inverse = np.linalg.inv(gram)
+        return np.einsum("...ki,...ij,...kj->...k", arms, inverse, arms), np.trace(inverse, axis1=-2, axis2=-1)
+
+    def einsum_forms(arms, matrix):
+        return np.einsum("...kd,de,...ke->...k", arms, matrix, arms)
+
+    def regrets(seeds):
+        out = []
+        for seed in seeds:
+            env = StochasticContextEnv("probit", 10, 100, 2.5, 4000, np.random.default_rng(seed))
+            policy = ShuffleDPGLMBandit("probit", 10, 4000, 2.5, np.random.default_rng(seed + 1), epsilon=4.0,
+                                        delta=0.02)
+            out.append(float(run_batched_policy(policy, env).regret[-1]))
+        return np.array(out)
+
+    seeds = range(12)
+    matmul = regrets(seeds)
+    monkeypatch.setattr(design_module, "_leverages", einsum_leverages)
+    monkeypatch.setattr(loop_module, "quadratic_forms", einsum_forms)
+    einsum = regrets(seeds)
+    diff = matmul - einsum
+    assert abs(diff.mean()) <= 3 * diff.std(ddof=1) / math.sqrt(len(diff)) + 1e-9
+    assert abs(diff.mean()) <= 0.05 * einsum.mean()
+    print(f"regret matmul {matmul.mean():.1f} ± {matmul.std(ddof=1) / math.sqrt(12):.1f}, einsum "
+          f"{einsum.mean():.1f}; runs differing {int(np.count_nonzero(diff))}/12")

@@ -48,9 +48,8 @@ class _Shadow(BGLinCB):
             def fit(self, X, y, batch):
                 theta = exact.fit(X, y, batch)
                 warm = policy.theta_warmup is None
-                weights = np.ones(len(X)) if warm else np.array(policy._w)
-                leaves = weights[:, None, None] * np.einsum("ni,nj->nij", X, X)
-                design = policy.covariance.matrix(leaves, batch, 1.0 if warm else policy.leaf_bound)
+                weights = np.ones(len(X)) if warm else policy._w[: len(X)]
+                design = policy.covariance.matrix(X, weights, batch, 1.0 if warm else policy.leaf_bound)
                 kw = {"design": design, "unit_leaves": warm} if precondition else {}
                 policy.shadow[batch] = policy.private.fit(X, y, batch, **kw)
                 policy.errors[batch] = float(np.linalg.norm(policy.shadow[batch] - theta))
