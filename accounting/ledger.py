@@ -30,12 +30,13 @@ Rules (docs/design.md, accounting/; docs/references.md, "Privacy definitions and
   spend vector (:mod:`accounting.spend`).
 - **Charging is a transaction.** Each charge or split runs, under this
   ledger's own lock, inside one transaction of its journal store
-  (:mod:`accounting.journal.store`): take the journal's cross-process lock, replay the
-  rows other ledgers (in this or other processes) committed since this one
-  last looked, check the budget, append the hash-chained row, commit durably,
-  release. The in-memory spend changes only after the commit, so a charge
-  that is not durably journalled is not granted, and any number of ledgers
-  may share one journal without overspending it. Reading a ledger
+  (:mod:`accounting.journal.store`): replay the rows other ledgers (in this or
+  other processes) committed that the store already read without a lock, take
+  the journal's cross-process lock, replay the rows committed since, check the
+  budget, append the hash-chained row, commit, release, and wait until the row
+  is durable. The in-memory spend changes only after that, so a charge that is
+  not durably journalled is not granted, and any number of ledgers may share
+  one journal without overspending it. Reading a ledger
   (``remaining``, ``spent``, ``report()``, ``guarantee()``, ...) first
   replays what others committed (:meth:`Ledger.refresh`).
 """
@@ -171,13 +172,18 @@ class Ledger(Uncopyable):
             yield None
             return
         try:
+            try:  # rows the store read after its last commit, outside the lock: replayed before taking it
+                replay(self, self._journal.catch_up())
+            except BaseException:
+                self._closed = True  # half-replayed: this ledger's view cannot be trusted any more
+                raise
             with self._journal.transaction() as transaction:
                 self._in_transaction = True
                 try:
                     try:
                         replay(self, transaction.new_events)
                     except BaseException:
-                        self._closed = True  # half-replayed: this ledger's view cannot be trusted any more
+                        self._closed = True
                         raise
                     yield transaction
                 finally:

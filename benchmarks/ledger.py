@@ -238,7 +238,7 @@ def main() -> None:
               "O(1) amortised would be 4x)")
         print(f"{'':4}{'processes':>9} {'plain INSERT+COMMIT/s':>22} {'ledger charges/s':>17} {'ratio':>6}  "
               "ledger shares per process")
-        for processes in (1, 4):
+        for processes in (1, 4, 8):
             measured = run(folder, processes, args.seconds / 3)
             (plain, plain_shares), (ledger, shares) = measured["plain"], measured["ledger"]
             print(f"{'':4}{processes:>9} {plain:>22,.0f} {ledger:>17,.0f} {ledger / plain:>6.2f}  "

@@ -20,3 +20,17 @@ def _calibration_cache_dir(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("DPGLM_CACHE_DIR", None)
     else:
         os.environ["DPGLM_CACHE_DIR"] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _witness_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Journals are witnessed in a session tmp dir, never in the user's ~/.local/state/dpglm (DPGLM_ANCHOR_DIR)."""
+    import os
+
+    previous = os.environ.get("DPGLM_ANCHOR_DIR")
+    os.environ["DPGLM_ANCHOR_DIR"] = str(tmp_path_factory.mktemp("dpglm-witness"))
+    yield
+    if previous is None:
+        os.environ.pop("DPGLM_ANCHOR_DIR", None)
+    else:
+        os.environ["DPGLM_ANCHOR_DIR"] = previous

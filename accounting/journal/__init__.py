@@ -7,12 +7,16 @@ One room for one subsystem (docs/design.md, "accounting/journal/"):
   picks a store from what the user passed;
 - :mod:`~accounting.journal.sqlite`: the file journal, one host
   (:class:`Journal`), with its chained rows (:mod:`~accounting.journal.rows`),
-  its side lock and local-disk check (:mod:`~accounting.journal.sidelock`) and
-  its anchor (:mod:`~accounting.journal.anchor`);
+  its side lock and local-disk check (:mod:`~accounting.journal.sidelock`), the
+  checks of what its path holds (:mod:`~accounting.journal.paths`) and its
+  anchor (:mod:`~accounting.journal.anchor`);
 - :mod:`~accounting.journal.postgres`: the PostgreSQL journal, many hosts
   (imported only when a ``postgresql://`` URL is opened: it needs psycopg),
-  with its client-side anchors (:mod:`~accounting.journal.pg_anchor`) and a
-  throwaway server for tests and examples (:mod:`~accounting.journal._pgserver`);
+  with a throwaway server for tests and examples (:mod:`~accounting.journal._pgserver`);
+- :mod:`~accounting.journal.witness`: this host's witness of every journal,
+  kept outside the journal's directory or server, so that a restored backup is
+  refused (``accounting.journal.pg_anchor``, its name when it served PostgreSQL
+  journals only, is an alias);
 - :mod:`~accounting.journal.persistence`: what a ledger writes into a journal
   and how it replays it;
 - :mod:`~accounting.journal.errors`: the errors every store raises, one line

@@ -130,9 +130,16 @@ class TemporaryServer:
         self.url = f"postgresql://dpglm@127.0.0.1:{self.port}/postgres"
         return self
 
-    def restart(self) -> None:
-        """``pg_ctl restart -m fast``: open connections are cut, in-flight transactions roll back."""
-        self.run("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-t", "60", "-m", "fast",
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m MODE``: open connections are cut, in-flight transactions roll back.
+
+        ``"fast"`` shuts down cleanly (a checkpoint: every commit is kept); ``"immediate"`` stops like a
+        crash, so commits not yet flushed to the WAL (``synchronous_commit = off``) are lost and the start
+        runs crash recovery.
+        """
+        if mode not in ("fast", "immediate"):
+            raise ValueError(f"mode must be 'fast' or 'immediate', got {mode!r}")
+        self.run("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-t", "60", "-m", mode,
                  "restart")
 
     def stop(self) -> None:

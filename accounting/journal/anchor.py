@@ -3,26 +3,40 @@
 A hash chain (:mod:`accounting.journal.rows`) proves that the rows of a journal are
 the rows that were written, in order; it cannot see rows that are *missing at
 the end* — a file cut at a row boundary, or an older complete copy restored
-over a newer one. The anchor closes that gap for the copies a user makes by
-mistake: a small sidecar ``PATH.anchor`` holds the journal id, the sequence
-number and the hash of the last row, rewritten (and fsync'd) with every
-charge. At open, the journal must contain the anchored row with the anchored
-hash; a journal that ends before it has lost granted charges and is refused.
-docs/threat-model.md says what it does not cover (an anchor deleted or
-restored together with its journal).
+over a newer one. The anchor closes that gap: a small file holds the journal
+id, the sequence number and the hash of the last durable row. At open, the
+journal must contain the anchored row with the anchored hash; a journal that
+ends before it has lost granted charges and is refused. Two anchors of this
+format exist: ``PATH.anchor`` beside a file journal, and the host's witness of
+every journal (:mod:`accounting.journal.witness`). docs/threat-model.md says
+what each covers.
 
 Format: two fixed 256-byte slots; row ``seq`` is written to slot ``seq % 2``
 with a checksum, so a torn write leaves the other slot (the previous row)
 readable. The valid slot with the larger ``seq`` is the anchor.
+
+When it is written (docs/threat-model.md, "How often the anchor and the witness
+are written"): :meth:`AnchorFile.advance` after every charge, once the charge's
+row is durable, and never backwards; it is a ``pwrite`` into the page cache,
+visible at once to every process of the host, and flushed to disk at most
+:data:`SYNC_SECONDS` later by the next advance (and at close). An anchor is
+therefore never ahead of the durable journal — a power loss can leave it
+behind, never ahead, so it never refuses a journal that lost nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 
-__all__ = ["Anchor", "AnchorFile", "anchor_path"]
+__all__ = ["SYNC_SECONDS", "Anchor", "AnchorFile", "anchor_path"]
+
+SYNC_SECONDS = 1.0
+"""An advanced anchor reaches the disk at most this long after it was written (docs/threat-model.md)."""
 
 _SLOT = 256
 _MAGIC = "dpglm-anchor-1"
@@ -85,7 +99,7 @@ def _best(path: str, data: bytes) -> Anchor:
 
 
 class AnchorFile:
-    """An open anchor, rewritten durably (``pwrite`` + ``fdatasync``) after every journalled row.
+    """An open anchor: read, advanced after every durable row, flushed at most every :data:`SYNC_SECONDS`.
 
     The anchor's size never changes after :meth:`reset`, so ``fdatasync``
     (data only, where the platform has it) is as durable as ``fsync`` here.
@@ -97,6 +111,8 @@ class AnchorFile:
         self.identity = _identity(os.fstat(self._fd))
         self._bytes = b""
         self._last: Anchor | None = None
+        self._synced = time.monotonic()
+        self._dirty = False
 
     def read(self) -> Anchor | None:
         """The anchor as the file holds it now (None if empty); ``ValueError`` if no slot is valid.
@@ -110,24 +126,61 @@ class AnchorFile:
         return self._last
 
     def write(self, anchor: Anchor) -> None:
-        """Record ``anchor`` in slot ``seq % 2`` and fsync before returning."""
+        """Record ``anchor`` in slot ``seq % 2`` (a ``pwrite``; :meth:`advance` decides when it is flushed)."""
         record, at = _encode(anchor), (anchor.seq % 2) * _SLOT
         os.pwrite(self._fd, record, at)
-        _datasync(self._fd)
+        self._dirty = True
         if len(self._bytes) == 2 * _SLOT:
             self._bytes, self._last = self._bytes[:at] + record + self._bytes[at + _SLOT:], anchor
 
+    def advance(self, anchor: Anchor) -> bool:
+        """Record ``anchor`` if it is beyond the anchor recorded for the same journal; never move back.
+
+        Writers of one file (every process of the host) take turns on its
+        ``flock``, so the larger row always wins. An anchor of another journal
+        id is left alone (the next check refuses the journal). Flushed if the
+        last flush by this process is :data:`SYNC_SECONDS` old. Returns whether
+        it wrote.
+        """
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            current = self.read()
+            wrote = current is None or (current.journal_id == anchor.journal_id and current.seq < anchor.seq)
+            if wrote:
+                if current is None:
+                    self.reset(anchor)
+                else:
+                    self.write(anchor)
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._dirty and time.monotonic() - self._synced >= SYNC_SECONDS:
+            self.sync()
+        return wrote
+
+    def sync(self) -> None:
+        """Flush what this process wrote (``fdatasync``)."""
+        _datasync(self._fd)
+        self._synced, self._dirty = time.monotonic(), False
+
     def reset(self, anchor: Anchor) -> None:
-        """Write ``anchor`` to both slots (a new journal, or re-anchoring a journal that had none)."""
+        """Write ``anchor`` to both slots and flush (a new journal, or re-anchoring a journal that had none)."""
         record = _encode(anchor)
         os.pwrite(self._fd, record + record, 0)
         os.ftruncate(self._fd, 2 * _SLOT)
         os.fsync(self._fd)
+        self._bytes, self._last = record + record, anchor
+        self._synced, self._dirty = time.monotonic(), False
 
     def close(self) -> None:
+        """Flush anything written since the last flush, and close."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                if self._dirty:
+                    with contextlib.suppress(OSError):  # unflushed, it can only lag behind: never refuses
+                        self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
 
 _datasync = getattr(os, "fdatasync", os.fsync)

@@ -8,6 +8,11 @@ docs/threat-model.md says which fault raises which.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from types import FrameType
+
 from accounting.journal.sidelock import NetworkFilesystemError
 
 __all__ = [
@@ -57,3 +62,20 @@ class JournalDiskFullError(OSError):
 
 class JournalAnchorWarning(UserWarning):
     """A journal was opened without its anchor: a rollback to an older copy could not be checked."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # accounting/
+
+
+def warn_anchor(message: str) -> None:
+    """Issue a :class:`JournalAnchorWarning` pointing at the first caller outside the accounting package.
+
+    A journal is opened through several paths (``Ledger(...)``,
+    ``Ledger.from_journal``, ``open_journal``), so no fixed ``stacklevel`` names
+    the user's line for all of them.
+    """
+    level = 1
+    frame: FrameType | None = sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, JournalAnchorWarning, stacklevel=level)

@@ -10,24 +10,35 @@ check at open) and replaces its file lock by a server transaction:
   hash), ``dpglm_heads`` (one row per journal: the last seq and its hash) and
   ``dpglm_rows`` (journal id, seq, kind, account, payload text, previous hash,
   hash, and a client-made ``charge_id`` under a UNIQUE constraint).
-- **One transaction per charge.** ``BEGIN`` → ``SELECT … FOR UPDATE`` of the
-  head row (waiters queue on the row lock in arrival order: no serialisation
-  failures to retry, no polling) → read the rows others committed since this
-  store last looked and check their chain → the caller checks the budget and
-  appends → update the head → ``COMMIT`` (durable: ``fsync`` and
-  ``synchronous_commit`` are checked at every connect).
-- **A commit whose answer is lost** (the connection died during ``COMMIT``):
-  reconnect, wait for the head lock (so the old transaction has ended), and
-  look the charge id up: present, the charge is granted; absent, refused.
-  If the server does not come back in time the charge is refused and its row,
-  if committed, is spent but never granted (over-counting is safe).
+- **One transaction per charge, two round trips, one flush shared by many.**
+  Round trip 1: ``BEGIN``; ``SELECT … FOR UPDATE`` of the head row (waiters
+  queue on the row lock in arrival order: no serialisation failures to retry,
+  no polling); the rows others committed since this store last looked. The
+  client checks their chain, the caller replays them, checks the budget and
+  appends. Round trip 2: ``INSERT`` the rows, update the head, ``COMMIT``
+  with ``synchronous_commit`` off for this transaction only — the head lock is
+  released as soon as the commit record is in the server's WAL buffers, not
+  after its flush — then, in the same message, a *flush barrier*: a one-row
+  transaction that commits with the session's durable setting, so its commit
+  waits until the WAL is flushed past it, and with it past the charge's own
+  commit. The receipt is returned only after the barrier. Charges of many
+  processes thus hold the lock for their round trip, not for a flush, and
+  their barriers share the server's flushes (group commit). Why this is as
+  durable as a synchronous commit: docs/threat-model.md, "Granted means durable".
+- **A commit whose answer is lost** (the connection died during round trip 2):
+  reconnect, wait for the head lock (so the old transaction has ended), look
+  the charge id up and commit that transaction durably (a flush barrier
+  itself): present, the charge is granted; absent, refused. If the server does
+  not come back in time the charge is refused and its row, if committed, is
+  spent but never granted (over-counting is safe).
 - **Rollbacks of the server** (an older image restored, an asynchronous
-  failover) are caught by client-side anchors (:mod:`accounting.journal.pg_anchor`)
+  failover) are caught by the host's witness (:mod:`accounting.journal.witness`)
   and, while a store is open, by the head moving back under it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.parse
@@ -39,10 +50,15 @@ from typing import Any
 import psycopg
 
 from accounting.journal.anchor import Anchor
-from accounting.journal.errors import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError
-from accounting.journal.pg_anchor import ClientAnchors, default_anchor_dir
+from accounting.journal.errors import (
+    JournalCorruptError,
+    JournalDiskFullError,
+    JournalReadOnlyError,
+    JournalReplacedError,
+)
 from accounting.journal.rows import FORMAT, canonical, header_hash, row_hash
 from accounting.journal.store import Event
+from accounting.journal.witness import Witness, default_anchor_dir
 
 __all__ = ["JournalNotDurableError", "JournalUnavailableError", "PostgresJournal", "PostgresTransaction"]
 
@@ -57,6 +73,15 @@ _SCHEMA = (
 )
 _SCHEMA_LOCK = 0x6470676C6D  # pg_advisory_xact_lock key: one schema creator at a time ("dpglm")
 _ROWS = "SELECT seq, kind, account, payload, prev, hash FROM dpglm_rows WHERE journal_id = %s AND seq > %s ORDER BY seq"
+_HEAD = "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s"
+#: a transaction that writes one WAL record and commits with the session's (durable) synchronous_commit:
+#: its commit returns once the server's WAL is flushed past it, so past every commit before it
+_BARRIER = "SELECT pg_logical_emit_message(true, 'dpglm', '')"
+#: a store that last read the rows longer ago than this (and saw others' rows then) reads them again without the
+#: lock before a charge, so that the rows replayed under the lock are only those committed meanwhile
+_STALE_SECONDS = 0.1
+_SERVER_LOST = "an older database image restored, or an asynchronous failover"
+_CAN_BARRIER = "SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')"
 #: settings a durable commit needs, and the values that are not durable
 _DURABILITY = {"fsync": ("off",), "synchronous_commit": ("off",), "full_page_writes": ("off",)}
 
@@ -100,26 +125,23 @@ class PostgresTransaction:
     when the ``with`` block exits cleanly.
     """
 
-    def __init__(self, store: PostgresJournal, conn: psycopg.Connection[Any], new_events: list[Event]) -> None:
+    def __init__(self, store: PostgresJournal, new_events: list[Event]) -> None:
         self.new_events = new_events
         self._store = store
-        self._conn = conn
         self._seq = store._last_seq
         self._hash = store._last_hash
-        self.pending: list[tuple[int, str, uuid.UUID]] = []
+        #: the rows to insert at commit: (seq, kind, account, payload text, previous hash, hash, charge id)
+        self.pending: list[tuple[int, str, str, str, str, str, uuid.UUID]] = []
 
     def append(self, kind: str, account: str, payload: dict[str, Any]) -> int:
-        """Insert one chained row (committed at the end of the block) and return its seq."""
+        """Chain one row (sent and committed at the end of the block, in one round trip) and return its seq."""
         if self._store.read_only:
             raise JournalReadOnlyError(f"journal {self._store.path} was opened read-only: it can be shown, "
                                        "not charged")
         text = json.dumps(payload)
         seq = self._seq + 1
         digest = row_hash(self._hash, seq, kind, account, text)
-        charge_id = uuid.uuid4()
-        self._store._execute(self._conn, "INSERT INTO dpglm_rows VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                             (self._store.journal_id, seq, kind, account, text, self._hash, digest, charge_id))
-        self.pending.append((seq, digest, charge_id))
+        self.pending.append((seq, kind, account, text, self._hash, digest, uuid.uuid4()))
         self._seq, self._hash = seq, digest
         return seq
 
@@ -135,10 +157,10 @@ class PostgresJournal:
     create : dict, optional
         Header (budget, relation) of a new journal; None: it must exist.
     read_only : bool
-        Read and check, never write (not even the anchor); charging raises
+        Read and check, never write (not even the witness); charging raises
         :class:`~accounting.journal.JournalReadOnlyError`.
     anchor_dir : str, optional
-        This host's anchor directory (default :func:`accounting.journal.pg_anchor.default_anchor_dir`).
+        This host's witness directory (default :func:`accounting.journal.witness.default_anchor_dir`).
     reconnect_seconds : float
         How long a charge waits for a lost server to come back before it is refused.
     """
@@ -150,19 +172,27 @@ class PostgresJournal:
         self.reconnect_seconds = float(reconnect_seconds)
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
+        #: whether the flush barrier may be used (else each commit is synchronous and holds the lock for its flush)
+        self.grouped = False
         #: connections made again after one was lost, and lost COMMIT answers read back (granted, refused)
         self.reconnects = 0
         self.read_backs = [0, 0]
+        self.anchors: Witness | None = None
+        self._unreturned: list[Event] = []  # rows read after this store's last commit, not yet handed out
+        self._looked = time.monotonic()  # when this store last read the rows
+        self._others = False  # whether that read found rows of others
         try:
             self._conn = self._connect()
             info = self._conn.info
             location = f"{info.host}:{info.port}/{info.dbname}?journal={self.name}"
-            self.anchors = ClientAnchors(anchor_dir or default_anchor_dir(), location, self.path)
+            self.anchors = Witness(anchor_dir or default_anchor_dir(), location, self.path)
             self._open(self._conn, create)
-            # read the anchor before the rows: it then records nothing the snapshot below cannot see
-            anchored = self.anchors.read(self.journal_id)
+            # read the witness before the rows: it then records nothing the snapshot below cannot see
+            witnessed = self.anchors.read(self.journal_id)
             self._events = self._read_all(self._conn)
-            self._check_anchor(anchored)
+            flushed = not self.read_only and self._flush(self._conn)
+            self._durable_seq = self._last_seq if flushed else 0
+            self._check_anchor(witnessed, record=flushed)
         except BaseException:
             self.close()
             raise
@@ -186,6 +216,9 @@ class PostgresJournal:
             conn.execute("SET idle_in_transaction_session_timeout = '60s'")
             if self.read_only:
                 conn.execute("SET default_transaction_read_only = on")
+            else:
+                allowed = conn.execute(_CAN_BARRIER).fetchone()
+                self.grouped = bool(allowed and allowed[0])
         except psycopg.Error as error:
             # the server went away between the handshake and these checks (a restart, a failover)
             failure = self._failure(conn, error)
@@ -219,6 +252,23 @@ class PostgresJournal:
         except psycopg.Error as error:
             raise self._failure(conn, error) from None
 
+    def _run(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[list[Any]]:
+        """Run ``;``-separated statements in one round trip (parameters bound here); each statement's rows.
+
+        The simple query protocol runs them in order and stops at the first
+        error; psycopg errors become the journal's one-line errors.
+        """
+        try:
+            with psycopg.ClientCursor(conn) as cursor:
+                cursor.execute(query, params)
+                results = []
+                while True:
+                    results.append(cursor.fetchall() if cursor.description is not None else [])
+                    if not cursor.nextset():
+                        return results
+        except psycopg.Error as error:
+            raise self._failure(conn, error) from None
+
     def _failure(self, conn: psycopg.Connection[Any], error: psycopg.Error) -> Exception:
         """The one-line journal error for a psycopg error (the charge it interrupts is refused)."""
         text = _first_line(error)
@@ -236,6 +286,7 @@ class PostgresJournal:
     # ----- opening -------------------------------------------------------------------------------
     def _open(self, conn: psycopg.Connection[Any], create: dict[str, Any] | None) -> None:
         """Find the journal named ``self.name`` (creating it from ``create`` if allowed) and check its header."""
+        assert self.anchors is not None
         found = self._find(conn)
         if found is None:
             if create is None or self.read_only:
@@ -286,7 +337,7 @@ class PostgresJournal:
         """Every row, chain-checked against the head, in one consistent snapshot."""
         self._execute(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
-            head = self._execute(conn, "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s", (self.journal_id,))
+            head = self._execute(conn, _HEAD, (self.journal_id,))
             events = self._verify(self._execute(conn, _ROWS, (self.journal_id, 0)), head)
             self._execute(conn, "COMMIT")
         except BaseException:
@@ -300,17 +351,23 @@ class PostgresJournal:
             raise JournalCorruptError(f"journal {self.path}: its head row is missing")
         head_seq, head_hash = int(head[0][0]), head[0][1]
         if head_seq < self._last_seq or (head_seq == self._last_seq and head_hash != self._last_hash):
-            raise JournalCorruptError(
-                f"journal {self.path} went back from row {self._last_seq} to row {head_seq} under an open ledger: "
-                "the server lost committed rows (an older image restored, or an asynchronous failover); they are "
-                "spent budget, so nothing more is charged"
-            )
+            self._went_back(head_seq)
+        events = self._chain(rows)
+        if (self._last_seq, self._last_hash) != (head_seq, head_hash):
+            raise JournalCorruptError(f"journal {self.path}: its head records row {head_seq} but the rows end at "
+                                      f"row {self._last_seq}")
+        return events
+
+    def _chain(self, rows: list[Any]) -> list[Event]:
+        """Check that ``rows`` chain on from the last row this store read; advance past them."""
         events: list[Event] = []
         hashes: list[str] = []
         seq, digest = self._last_seq, self._last_hash
         for row_seq, kind, account, text, previous, stored in rows:
             if row_seq != seq + 1:
                 raise JournalCorruptError(f"journal {self.path}: row {seq + 1} is missing (the next row is {row_seq})")
+            if previous != digest and seq == self._last_seq > self._durable_seq:
+                self._went_back(seq - 1)  # our last row was replaced: it was lost before it was flushed
             if previous != digest or stored != row_hash(digest, row_seq, kind, account, text):
                 raise JournalCorruptError(f"journal {self.path}: row {row_seq} is damaged (its hash does not match "
                                           f"its contents or the previous row); rows 1..{seq} read back intact")
@@ -321,29 +378,55 @@ class PostgresJournal:
             events.append((row_seq, kind, account, payload))
             seq, digest = row_seq, stored
             hashes.append(stored)
-        if (seq, digest) != (head_seq, head_hash):
-            raise JournalCorruptError(f"journal {self.path}: its head records row {head_seq} but the rows end at "
-                                      f"row {seq}")
         self._hashes.extend(hashes)
         self._last_seq, self._last_hash = seq, digest
+        self._looked = time.monotonic()
         return events
 
-    def _check_anchor(self, anchored: Anchor | None) -> None:
-        """Refuse a database behind this host's anchor; record and advance the anchor (unless read-only)."""
+    def _went_back(self, head_seq: int) -> None:
+        """The head is behind what this store has read: rows the server had committed are gone.
+
+        Rows up to ``_durable_seq`` were flushed before this store relied on
+        them: losing one is a rollback of the server (an older image restored,
+        an asynchronous failover). Rows after it may have been visible without
+        being flushed yet — committed by another client whose flush barrier
+        had not returned, so no receipt was given for them — and a crash of the
+        server loses them; this store counted them, so it must be opened again.
+        """
+        lost = f"rows {head_seq + 1}..{self._last_seq}" if head_seq + 1 < self._last_seq else f"row {self._last_seq}"
+        if head_seq < self._durable_seq or (head_seq == self._durable_seq and head_seq == self._last_seq):
+            raise JournalCorruptError(
+                f"journal {self.path} went back from row {self._last_seq} to row {head_seq} under an open ledger: "
+                f"the server lost committed rows (an older image restored, or an asynchronous failover); they are "
+                "spent budget, so nothing more is charged"
+            )
+        self._closed = True
+        raise JournalReplacedError(
+            f"journal {self.path}: the server came back without {lost}, which it had committed but not yet flushed "
+            "when it stopped (a crash); no receipt was returned for them, but this ledger counted them: close it "
+            "and open the journal again"
+        )
+
+    def _flush(self, conn: psycopg.Connection[Any]) -> bool:
+        """Make every row read so far durable; False if this role may not (it cannot charge either).
+
+        The rows read may include others' commits whose flush barrier has not
+        returned yet: a durable commit after them (the head lock is a WAL
+        record) flushes them, before the witness may record them.
+        """
+        try:
+            self._run(conn, "BEGIN; " + _HEAD + " FOR UPDATE; COMMIT", (self.journal_id,))
+        except JournalReadOnlyError:
+            self._rollback(conn)
+            return False
+        return True
+
+    def _check_anchor(self, witnessed: Anchor | None, *, record: bool) -> None:
+        """Refuse a database behind this host's witness; with ``record``, record and advance the witness."""
+        assert self.anchors is not None
         self.anchors.check_replaced(self.journal_id)
-        if anchored is not None:
-            if anchored.seq > self._last_seq:
-                raise JournalCorruptError(
-                    f"journal {self.path} ends at row {self._last_seq} but this host's anchor "
-                    f"{self.anchors.path(self.journal_id)} records row {anchored.seq}: rows "
-                    f"{self._last_seq + 1}..{anchored.seq} were lost (an older database image restored, or an "
-                    "asynchronous failover); they are spent budget, so it is not charged"
-                )
-            if self._hashes[anchored.seq] != anchored.digest:
-                raise JournalCorruptError(f"journal {self.path}: row {anchored.seq} is not the row this host's "
-                                          "anchor recorded: the database is another copy of the journal, which "
-                                          "has diverged")
-        if not self.read_only:
+        self.anchors.check(witnessed, self._last_seq, self._hashes, _SERVER_LOST)
+        if record:
             self.anchors.record_id(self.journal_id)
             self.anchors.advance(Anchor(self.journal_id, self._last_seq, self._last_hash))
 
@@ -356,9 +439,29 @@ class PostgresJournal:
         """The rows read at open, verified: (seq, kind, account path, payload)."""
         return list(self._events)
 
+    def catch_up(self) -> list[Event]:
+        """Rows others committed since this store last looked, read without the head lock.
+
+        The rows committed during this store's last flush barrier come with its
+        answer (no round trip). If that was longer than ``_STALE_SECONDS`` ago
+        and others were charging then, one lock-free round trip reads the rest,
+        so that the replay of a host that charges rarely, among many, happens
+        here rather than while it holds the lock. Anything wrong here is left
+        for the transaction, which reads the same rows under the lock.
+        """
+        conn = self._conn
+        fresh: list[Event] = []
+        if (not self._closed and not self.read_only and conn is not None and not conn.closed and not conn.broken
+                and self._others and time.monotonic() - self._looked > _STALE_SECONDS):
+            with contextlib.suppress(JournalUnavailableError, JournalCorruptError):
+                (rows,) = self._run(conn, _ROWS, (self.journal_id, self._last_seq))
+                fresh = self._chain(rows)
+        caught, self._unreturned = self._unreturned + fresh, []
+        return caught
+
     @contextmanager
     def transaction(self) -> Iterator[PostgresTransaction]:
-        """Lock the head row, read what others committed, let the caller append; COMMIT on a clean exit.
+        """Lock the head row, read what others committed, let the caller append; commit on a clean exit.
 
         On an exception in the block the transaction rolls back and the
         exception propagates: nothing is appended. A read-only store takes no
@@ -368,7 +471,9 @@ class PostgresJournal:
         if self._closed:
             raise RuntimeError(f"journal {self.path} is closed")
         conn, new_events = self._begin()
-        tx = PostgresTransaction(self, conn, new_events)
+        self._others = bool(new_events)
+        caught, self._unreturned = self._unreturned, []
+        tx = PostgresTransaction(self, caught + new_events)
         try:
             yield tx
         except BaseException:
@@ -377,17 +482,17 @@ class PostgresJournal:
         self._commit(conn, tx)
 
     def _begin(self) -> tuple[psycopg.Connection[Any], list[Event]]:
-        """BEGIN, lock the head, read and check the new rows and this host's anchor (reconnecting if needed)."""
+        """Round trip 1: BEGIN, lock the head, read the new rows; check them and this host's witness."""
+        assert self.anchors is not None
         deadline = time.monotonic() + self.reconnect_seconds
+        query = ("BEGIN READ ONLY; " + _HEAD if self.read_only else "BEGIN; " + _HEAD + " FOR UPDATE") + "; " + _ROWS
         while True:
             conn = self._conn
             if conn is None or conn.closed or conn.broken:
                 conn = self._reconnect(deadline)
+            witnessed = self.anchors.read(self.journal_id)  # before the rows (a read-only store takes no lock)
             try:
-                self._execute(conn, "BEGIN READ ONLY" if self.read_only else "BEGIN")
-                head = self._execute(conn, "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s"
-                                     + ("" if self.read_only else " FOR UPDATE"), (self.journal_id,))
-                rows = self._execute(conn, _ROWS, (self.journal_id, self._last_seq))
+                _, head, rows = self._run(conn, query, (self.journal_id, self.journal_id, self._last_seq))
             except JournalUnavailableError:
                 if time.monotonic() < deadline and (conn.closed or conn.broken):
                     continue  # nothing was written: start again on a new connection
@@ -398,56 +503,63 @@ class PostgresJournal:
                 raise
             try:
                 new_events = self._verify(rows, head)
-                self._check_live_anchor()
+                self.anchors.check(witnessed, self._last_seq, self._hashes, _SERVER_LOST)
             except BaseException:
                 self._rollback(conn)
                 raise
             return conn, new_events
 
-    def _check_live_anchor(self) -> None:
-        anchored = self.anchors.read(self.journal_id)
-        if anchored is not None and (anchored.seq > self._last_seq or self._hashes[anchored.seq] != anchored.digest):
-            raise JournalCorruptError(
-                f"journal {self.path} ends at row {self._last_seq} but this host's anchor records row "
-                f"{anchored.seq} (hash {anchored.digest[:12]}…): the server lost or replaced committed rows (an older "
-                "image restored, or an asynchronous failover); they are spent budget, so nothing more is charged"
-            )
-
     def _commit(self, conn: psycopg.Connection[Any], tx: PostgresTransaction) -> None:
-        """Update the head and COMMIT; if the answer is lost, read the charge id back before granting."""
+        """Round trip 2: insert, update the head, COMMIT, flush barrier; a lost answer is read back."""
         if not tx.pending:
             self._rollback(conn)  # read-only transaction: nothing to make durable
             return
-        seq, digest, charge_id = tx.pending[-1]
+        seq, _, _, _, _, digest, charge_id = tx.pending[-1]
+        inserts = "; ".join(["INSERT INTO dpglm_rows VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"] * len(tx.pending))
+        ending = "SET LOCAL synchronous_commit TO off; COMMIT; " + _BARRIER if self.grouped else "COMMIT"
+        params = tuple(value for row in tx.pending for value in (self.journal_id, *row))
+        later: list[Any] = []
         try:
-            self._execute(conn, "UPDATE dpglm_heads SET seq = %s, hash = %s WHERE journal_id = %s",
-                          (seq, digest, self.journal_id))
+            # after the flush, in the same message: the rows others committed meanwhile, read without the lock
+            *_, later = self._run(conn, f"{inserts}; UPDATE dpglm_heads SET seq = %s, hash = %s WHERE journal_id = "
+                                  f"%s; {ending}; {_ROWS}", (*params, seq, digest, self.journal_id, self.journal_id,
+                                                              seq))
+        except JournalUnavailableError as error:
+            # the answer was lost: whether the row committed (and was flushed) is read back
+            self._read_back(seq, digest, charge_id, str(error))
+        except Exception:
+            if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._rollback(conn)  # failed before COMMIT: nothing was written
+                raise
+            # COMMIT took effect and the barrier failed: read back, which flushes
+            self._read_back(seq, digest, charge_id, "the flush after COMMIT failed")
         except BaseException:
-            self._rollback(conn)
+            self._rollback(conn)  # interrupted: no receipt; a row that committed comes back as a new event
             raise
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error as error:
-            if not (conn.closed or conn.broken):
-                self._rollback(conn)
-                raise self._failure(conn, error) from None
-            self._read_back(seq, digest, charge_id, _first_line(error))
-        # the rows become this store's only once anchored: if the anchor write fails, the caller is refused and
-        # the committed rows come back in a later ``new_events`` (counted, never granted)
+        # durable: the rows become this store's only once witnessed; if the witness write fails, the caller is
+        # refused and the committed rows come back in a later ``new_events`` (counted, never granted)
+        assert self.anchors is not None
         self.anchors.advance(Anchor(self.journal_id, seq, digest))
-        self._hashes.extend(pending_hash for _, pending_hash, _ in tx.pending)
+        self._hashes.extend(row[5] for row in tx.pending)
         self._last_seq, self._last_hash = seq, digest
+        self._durable_seq = seq
+        with contextlib.suppress(JournalCorruptError):  # nothing advanced: read again under the lock, refused there
+            self._unreturned = self._chain(later)
+            self._others = self._others or bool(later)
 
     def _read_back(self, seq: int, digest: str, charge_id: uuid.UUID, why: str) -> None:
-        """After a lost COMMIT answer: return if the row committed, raise (charge refused) if not or unknown."""
+        """After a lost COMMIT answer: return if the row committed durably, raise (charge refused) if not or unknown.
+
+        One transaction: wait for the head lock (the interrupted transaction has then committed or rolled back for
+        good), look the charge id up, COMMIT. The lock is a WAL record, so this COMMIT waits for the flush like any
+        durable commit: a row it finds is flushed when it returns.
+        """
         deadline = time.monotonic() + self.reconnect_seconds
         try:
             conn = self._reconnect(deadline)
-            self._execute(conn, "BEGIN")
-            # wait for the head lock: the interrupted transaction has then committed or rolled back for good
-            self._execute(conn, "SELECT seq FROM dpglm_heads WHERE journal_id = %s FOR UPDATE", (self.journal_id,))
-            found = self._execute(conn, "SELECT seq, hash FROM dpglm_rows WHERE charge_id = %s", (charge_id,))
-            self._rollback(conn)
+            _, _, found, _ = self._run(conn, "BEGIN; " + _HEAD + " FOR UPDATE; "
+                                       "SELECT seq, hash FROM dpglm_rows WHERE charge_id = %s; COMMIT",
+                                       (self.journal_id, charge_id))
         except JournalUnavailableError:
             raise JournalUnavailableError(
                 f"journal {self.path}: the connection was lost during COMMIT ({why}) and the server did not come "
@@ -471,11 +583,13 @@ class PostgresJournal:
             conn.close()
 
     def close(self) -> None:
-        """Close the connection; later charges raise ``RuntimeError``."""
+        """Close the connection and flush this host's witness; later charges raise ``RuntimeError``."""
         self._closed = True
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self.anchors is not None:
+            self.anchors.close()
 
 
 def _first_line(error: BaseException) -> str:

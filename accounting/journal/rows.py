@@ -74,7 +74,8 @@ class ChainReader:
         self.path = path
         self.seq = 0
         self.digest = ""
-        self.wanted: str | None = None  # the hash of the row asked for by read_rows(want=...)
+        self.wanted: dict[int, str] = {}  # the hashes of the rows asked for by read_rows(want=...)
+        self.origin = ""  # the real path the journal was created at (its header)
 
     def advance(self, seq: int, digest: str) -> None:
         """This store appended (and committed) rows up to ``seq``, ending in ``digest``."""
@@ -112,13 +113,13 @@ class ChainReader:
                 f"fork its budget; move it back to {origin} to charge it, or open it read-only to show it "
                 f"(dpglm ledger show {self.path})"
             )
-        self.seq, self.digest = 0, digest
+        self.seq, self.digest, self.origin = 0, digest, origin
         return meta, journal_id
 
-    def read_rows(self, conn: sqlite3.Connection, want: int | None = None) -> list[Event]:
-        """Rows after ``seq``, each checked against the chain; ``wanted`` becomes the hash of row ``want``."""
-        if want == self.seq:
-            self.wanted = self.digest
+    def read_rows(self, conn: sqlite3.Connection, want: frozenset[int] = frozenset()) -> list[Event]:
+        """Rows after ``seq``, each checked against the chain; ``wanted[k]`` becomes the hash of row k in ``want``."""
+        if self.seq in want:
+            self.wanted[self.seq] = self.digest
         cursor = conn.execute("SELECT seq, kind, account, payload, prev, hash FROM events WHERE seq > ? ORDER BY seq",
                               (self.seq,))
         try:
@@ -126,7 +127,7 @@ class ChainReader:
         finally:
             cursor.close()  # an unfinalised statement would keep the connection's read lock
 
-    def _verify(self, cursor: sqlite3.Cursor, want: int | None) -> list[Event]:
+    def _verify(self, cursor: sqlite3.Cursor, want: frozenset[int]) -> list[Event]:
         events: list[Event] = []
         while True:
             try:
@@ -152,8 +153,8 @@ class ChainReader:
                 raise damaged from None
             events.append((seq, kind, account, payload))
             self.seq, self.digest = seq, digest
-            if seq == want:
-                self.wanted = digest
+            if seq in want:
+                self.wanted[seq] = digest
 
     def check_size(self, conn: sqlite3.Connection, size: int) -> None:
         """With no ``-wal`` left, the file is as long as SQLite's page count says (a cut after the last row read)."""

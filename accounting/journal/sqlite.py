@@ -11,19 +11,23 @@
   waiting, never released by an unrelated close) → ``BEGIN IMMEDIATE`` → read
   the rows others added since this store last looked, checking their chain →
   (the ledger replays them and checks its budget) → ``INSERT`` the chained row
-  → ``COMMIT`` (WAL, ``synchronous=FULL``: the ``-wal`` is fsync'd) → write
-  the anchor if its seq is greater than the anchored one, ``fdatasync`` →
-  release the lock. Two flushes per charge, plus a share of SQLite's
-  checkpoints.
-- **No descriptor of ours on the database.** SQLite's locks are POSIX locks,
-  which the kernel releases when the process closes *any* descriptor of the
-  file; that is how a failed second open let issue 21's overspend through.
-  This module never opens the ``.db``, ``-wal`` or ``-shm`` itself: identity
-  checks use ``os.stat``, and only a file under 512 bytes (never a journal) is
-  read directly, to say what it is. User code in the same process that opens
-  and closes the ``.db`` (``open()``, ``sqlite3.connect``) can still drop
-  SQLite's locks; the side lock still serialises ledgers, and the PRIMARY KEY
-  on ``seq`` refuses a second row with the same number.
+  → ``COMMIT`` (WAL, ``synchronous=NORMAL``: the frames are written, not yet
+  flushed) → release the lock → ``fdatasync`` the ``-wal`` → advance the
+  anchor and the host's witness (written, flushed at most
+  :data:`~accounting.journal.anchor.SYNC_SECONDS` later) → the receipt. One
+  flush per charge, outside the lock, so the flushes of several processes
+  overlap (the kernel groups them), plus a share of SQLite's checkpoints.
+- **One descriptor of ours, on the ``-wal`` only.** SQLite's locks are POSIX
+  locks, which the kernel releases when the process closes *any* descriptor of
+  the locked file; that is how a failed second open let issue 21's overspend
+  through. This module never opens the ``.db`` or ``-shm`` (where SQLite's
+  locks are) itself: identity checks use ``os.stat``, and only a file under
+  512 bytes (never a journal) is read directly, to say what it is. It keeps
+  one descriptor of the ``-wal``, on which SQLite takes no lock, to flush it.
+  User code in the same process that opens and closes the ``.db`` (``open()``,
+  ``sqlite3.connect``) can still drop SQLite's locks; the side lock still
+  serialises ledgers, and the PRIMARY KEY on ``seq`` refuses a second row with
+  the same number.
 - **Never reopened as fresh.** A path that exists is a journal or an error: an
   empty, truncated, foreign or damaged file is refused with a one-line
   :class:`JournalCorruptError` naming the path. A new journal appears with its
@@ -35,10 +39,15 @@
   and SHA-256 over that hash, its seq and its stored text. Every row is checked
   when it is first read, at open or inside a transaction.
 - **One anchor per journal** (:mod:`accounting.journal.anchor`): ``REALPATH.anchor``,
-  symlinks resolved, holding the journal id and the last row. A database ahead
-  of its anchor (a crash between commit and anchor) is re-anchored; an anchor
-  ahead of the database (rows lost: a cut, an older copy, a lost ``-wal``) is
-  refused, at open and in every transaction.
+  symlinks resolved, holding the journal id and the last durable row. A
+  database ahead of its anchor (a crash between commit and anchor) is
+  re-anchored; an anchor ahead of the database (rows lost: a cut, an older
+  copy, a lost ``-wal``) is refused, at open and in every transaction.
+- **The host's witness** (:mod:`accounting.journal.witness`): the same record
+  kept outside the journal's directory, in ``DPGLM_ANCHOR_DIR``, so that a
+  backup of ``.db``, ``-wal`` and ``.anchor`` restored together is refused too.
+  A journal with rows and no witness on this host is opened with a
+  :class:`JournalAnchorWarning` and witnessed from then on.
 - **Copies and moves.** A journal may be charged only at the real path it was
   created at, and only while it has one hard link (:class:`JournalPathError`):
   ``cp`` makes a read-only backup, ``mv`` makes a journal that can be shown but
@@ -52,19 +61,16 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import sqlite3
-import stat
 import urllib.parse
 import uuid
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from accounting.journal.anchor import Anchor, AnchorFile, _identity, anchor_path, read_anchor
+from accounting.journal.anchor import Anchor, AnchorFile, _datasync, _identity, anchor_path, read_anchor
 from accounting.journal.errors import (
     JournalAnchorWarning,
     JournalBusyError,
@@ -75,6 +81,15 @@ from accounting.journal.errors import (
     JournalReadOnlyError,
     JournalReplacedError,
     NetworkFilesystemError,
+    warn_anchor,
+)
+from accounting.journal.paths import (
+    check_links,
+    disk_full,
+    refuse_read_only,
+    remove_creation_leftovers,
+    stat_journal,
+    writable,
 )
 from accounting.journal.rows import (
     FORMAT,
@@ -86,6 +101,7 @@ from accounting.journal.rows import (
 )
 from accounting.journal.sidelock import SideLock, refuse_network_filesystem
 from accounting.journal.store import Event
+from accounting.journal.witness import Witness, default_anchor_dir
 
 __all__ = [
     "FORMAT",
@@ -101,26 +117,9 @@ __all__ = [
     "NetworkFilesystemError",
 ]
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 # the chain's hashes under the names other stores import (accounting.journal.postgres)
 _canonical, _header_hash, _row_hash = canonical, header_hash, row_hash
 _BUSY_TIMEOUT = 30.0  # seconds SQLite waits for a writer that does not take the side lock
-
-
-def _writable(path: str) -> bool:
-    """Whether ``path`` may be written: a write permission bit is set and ``os.access`` agrees.
-
-    Root passes ``os.access`` on any file, so the mode bits are read too: a
-    journal its owner made read-only (``chmod a-w``) is treated as read-only
-    even for root.
-    """
-    return bool(os.stat(path).st_mode & 0o222) and os.access(path, os.W_OK)
-
-
-def _disk_full(path: str, error: OSError) -> Exception:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return JournalDiskFullError(f"journal {path}: the disk is full ({error.strerror}): charge refused")
-    return error
 
 
 class _Transaction:
@@ -162,10 +161,12 @@ class Journal:
     read_only : bool
         Open with SQLite's ``mode=ro`` (no lock taken, nothing written);
         appends raise :class:`JournalReadOnlyError`.
+    anchor_dir : str, optional
+        This host's witness directory (default :func:`accounting.journal.witness.default_anchor_dir`).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: dict[str, Any] | None = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, anchor_dir: str | None = None) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"journal must be a file path (str or PathLike) or None, got {type(path).__name__}")
         self.path = os.fspath(path)
@@ -177,7 +178,9 @@ class Journal:
         self._anchor: AnchorFile | None = None
         self._identity: tuple[int, int] | None = None
         self._wal_identity: tuple[int, int] | None = None
+        self._wal = -1  # our descriptor of the -wal, flushed after each commit (SQLite locks nothing there)
         self._chain = ChainReader(self.path)
+        self.witness = Witness(anchor_dir or default_anchor_dir(), "file:" + self.real_path, self.path)
         try:
             self._open_or_create(create)
         except BaseException:
@@ -197,14 +200,14 @@ class Journal:
             return
         refuse_network_filesystem(self.path, "journal")
         if exists:
-            self._refuse_read_only()
-        elif not _writable(folder):
+            refuse_read_only(self.path, self.real_path)
+        elif not writable(folder):
             raise JournalReadOnlyError(f"journal {self.path}: its directory {folder} is read-only, cannot create it")
         try:
             self._lock = SideLock(self.real_path + ".lock")
             self._lock.acquire()
         except OSError as error:
-            raise _disk_full(self.path, error) from None
+            raise disk_full(self.path, error) from None
         try:
             if not os.path.lexists(self.real_path):
                 assert create is not None
@@ -222,6 +225,7 @@ class Journal:
                 f"of journal {anchored.journal_id}: it was deleted or moved, and a new journal there would grant "
                 "its spent budget again; restore it, or delete the anchor too to start a new budget"
             )
+        self.witness.check_missing()
         journal_id = uuid.uuid4().hex
         meta_text = canonical(meta)
         digest = header_hash(journal_id, meta_text, self.real_path)
@@ -250,7 +254,7 @@ class Journal:
         except sqlite3.Error as error:
             raise sqlite_failure(self.path, error) from None
         except OSError as error:
-            raise _disk_full(self.path, error) from None
+            raise disk_full(self.path, error) from None
         finally:
             for leftover in (temporary, temporary + "-wal", temporary + "-shm", temporary + "-journal"):
                 if os.path.lexists(leftover):
@@ -261,45 +265,6 @@ class Journal:
         finally:
             os.close(directory)
 
-    def _stat(self) -> os.stat_result:
-        status = os.stat(self.real_path)
-        if not stat.S_ISREG(status.st_mode):
-            raise JournalCorruptError(f"journal {self.path} is not a dpglm journal (not a regular file)")
-        size = status.st_size
-        if size == 0:
-            raise JournalCorruptError(
-                f"journal {self.path} is empty (0 bytes): not a dpglm journal, and never reopened as a fresh budget; "
-                f"restore it, or delete it (and {os.path.basename(self.anchor_path)}) to start over"
-            )
-        if size < 512:  # smaller than one SQLite page: never a journal, so reading it cannot drop a live lock
-            with open(self.real_path, "rb") as handle:
-                first = handle.read(100)
-            cut = first == _SQLITE_MAGIC[: len(first)] or first.startswith(_SQLITE_MAGIC)
-            what = f"truncated to {size} byte{'s' if size > 1 else ''}" if cut else "not an SQLite file"
-            raise JournalCorruptError(f"journal {self.path} is not a dpglm journal ({what})")
-        return status
-
-    def _check_links(self, status: os.stat_result) -> None:
-        if status.st_nlink > 1:
-            raise JournalPathError(
-                f"journal {self.path} has {status.st_nlink} hard links: each name could be restored or copied "
-                "apart from the others and fork the budget; remove the other links (find -samefile) to charge it"
-            )
-
-    def _remove_creation_leftovers(self, status: os.stat_result) -> bool:
-        """Unlink ``REALPATH.new-*`` names of this very file: a crash between link and unlink while creating.
-
-        Called under the side lock, when no creation can be in progress.
-        """
-        folder, name = os.path.split(self.real_path)
-        removed = False
-        for entry in os.scandir(folder):
-            if entry.name.startswith(name + ".new-") and _identity(entry.stat(follow_symlinks=False)) == _identity(
-                    status):
-                os.unlink(entry.path)
-                removed = True
-        return removed
-
     def _connect(self) -> sqlite3.Connection:
         if not self.read_only:
             return sqlite3.connect(self.real_path, timeout=_BUSY_TIMEOUT, isolation_level=None,
@@ -307,17 +272,17 @@ class Journal:
         uri = f"file:{urllib.parse.quote(self.real_path)}?mode=ro"
         folder = os.path.dirname(self.real_path)
         wal = self.real_path + "-wal"
-        if not (_writable(self.real_path) and _writable(folder)) and not (
+        if not (writable(self.real_path) and writable(folder)) and not (
                 os.path.exists(wal) and os.path.getsize(wal) > 0):
             uri += "&immutable=1"  # nothing can write it, and no -wal is left: read the file as it is
         return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
 
     def _open(self) -> None:
-        status = self._stat()
+        status = stat_journal(self.path, self.real_path)
         if not self.read_only:
-            if status.st_nlink > 1 and self._remove_creation_leftovers(status):
-                status = self._stat()
-            self._check_links(status)
+            if status.st_nlink > 1 and remove_creation_leftovers(self.real_path, status):
+                status = stat_journal(self.path, self.real_path)
+            check_links(self.path, status)
         wal = self.real_path + "-wal"
         checkpointed = not os.path.exists(wal) or os.path.getsize(wal) == 0
         anchored = self._read_anchor(self.anchor_path)
@@ -326,8 +291,11 @@ class Journal:
             self._conn.execute("BEGIN")
             self.meta, self.journal_id = self._chain.read_header(self._conn, check_origin=(
                 None if self.read_only else self.real_path))
-            at = anchored.seq if anchored is not None and anchored.journal_id == self.journal_id else None
-            self._events = self._chain.read_rows(self._conn, want=at)
+            # the witness of a journal at the path it was created at (a copy elsewhere is a backup: older is fine)
+            witnessed_here = self._chain.origin == self.real_path
+            witnessed = self.witness.read(self.journal_id) if witnessed_here else None
+            want = {a.seq for a in (anchored, witnessed) if a is not None and a.journal_id == self.journal_id}
+            self._events = self._chain.read_rows(self._conn, want=frozenset(want))
             if checkpointed:
                 self._chain.check_size(self._conn, status.st_size)
             problem = self._conn.execute("PRAGMA quick_check").fetchall()[0][0]
@@ -338,7 +306,8 @@ class Journal:
             if not self.read_only:
                 if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     raise JournalCorruptError(f"journal {self.path} is not in WAL mode: not a {FORMAT} journal")
-                self._conn.execute("PRAGMA synchronous=FULL")
+                # commits write the -wal without flushing it; the transaction flushes it outside the side lock
+                self._conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as error:
             raise sqlite_failure(self.path, error, self._chain.seq) from None
         after = os.stat(self.real_path)
@@ -346,19 +315,15 @@ class Journal:
             raise JournalReplacedError(f"journal {self.path} was replaced while it was being opened; open it again")
         self._identity = _identity(status)
         if not self.read_only and os.path.exists(self.real_path + "-wal"):  # kept until the last connection closes
-            self._wal_identity = _identity(os.stat(self.real_path + "-wal"))
+            try:
+                self._wal = os.open(self.real_path + "-wal", os.O_RDWR | os.O_CLOEXEC)
+            except OSError as error:
+                raise disk_full(self.path, error) from None
+            self._wal_identity = _identity(os.fstat(self._wal))
         self._check_anchor(anchored)
         self._check_unresolved_anchor()
-
-    def _refuse_read_only(self) -> None:
-        hint = (f"show it with `dpglm ledger show {self.path}` (Ledger.from_journal(path, read_only=True)); "
-                "it cannot be charged")
-        if not _writable(self.real_path):
-            mode = stat.S_IMODE(os.stat(self.real_path).st_mode)
-            raise JournalReadOnlyError(f"journal {self.path} is read-only (file mode {mode:04o}): {hint}")
-        folder = os.path.dirname(self.real_path)
-        if not _writable(folder):
-            raise JournalReadOnlyError(f"journal {self.path} is in a read-only directory ({folder}): {hint}")
+        if witnessed_here:
+            self._check_witness(witnessed)
 
     # ----- the anchor ----------------------------------------------------------------------------
     def _read_anchor(self, where: str) -> Anchor | None:
@@ -378,16 +343,15 @@ class Journal:
         """The journal must hold the row its anchor recorded; a journal ahead of its anchor is re-anchored."""
         current = Anchor(self.journal_id, self._chain.seq, self._chain.digest)
         if anchored is None:
-            warnings.warn(f"journal {self.path} has no anchor {self.anchor_path}: a rollback to an older copy "
-                          "cannot be detected this time" + ("" if self.read_only else "; a new anchor is written"),
-                          JournalAnchorWarning, stacklevel=6)
+            warn_anchor(f"journal {self.path} has no anchor {self.anchor_path}: a rollback to an older copy "
+                        "cannot be detected this time" + ("" if self.read_only else "; a new anchor is written"))
         elif anchored.journal_id != self.journal_id:
             raise JournalCorruptError(f"journal {self.path}: its anchor {self.anchor_path} belongs to another "
                                       f"journal ({anchored.journal_id}, this is {self.journal_id}): the file was "
                                       "replaced by another journal")
         elif anchored.seq > self._chain.seq:
             raise self._lost(anchored, self.anchor_path)
-        elif self._chain.wanted != anchored.digest:
+        elif self._chain.wanted.get(anchored.seq) != anchored.digest:
             raise JournalCorruptError(f"journal {self.path}: row {anchored.seq} is not the row its anchor recorded: "
                                       "this is another copy of the journal, which has diverged")
         if self.read_only:
@@ -397,7 +361,7 @@ class Journal:
             if anchored is None or anchored.seq < self._chain.seq:
                 self._anchor.reset(current)
         except OSError as error:
-            raise _disk_full(self.path, error) from None
+            raise disk_full(self.path, error) from None
 
     def _check_unresolved_anchor(self) -> None:
         """An anchor left at the path as given (through a symlink) must not record rows this journal lacks."""
@@ -408,6 +372,31 @@ class Journal:
         if stray is not None and stray.journal_id == self.journal_id and stray.seq > self._chain.seq:
             raise self._lost(stray, given)
 
+    def _check_witness(self, witnessed: Anchor | None) -> None:
+        """The journal must hold the row this host's witness recorded; a journal without one is witnessed now.
+
+        ``witnessed`` was read before the rows. A missing witness (a new
+        container, a deleted or moved state directory) only means that a
+        restore of this journal's directory before now cannot be detected: the
+        journal is opened with a :class:`JournalAnchorWarning` (refusing would
+        strand every journal whose state directory is not kept; docs/threat-model.md).
+        """
+        self.witness.check_replaced(self.journal_id)
+        if witnessed is not None and witnessed.journal_id == self.journal_id:
+            self.witness.check(witnessed, self._chain.seq, self._chain.wanted,
+                               "a backup of its directory restored, or an older copy")
+        if self.read_only:
+            return
+        if witnessed is None and self._chain.seq > 0:
+            warn_anchor(f"journal {self.path}: this host has no witness of it in {self.witness.directory} (a new "
+                        "container, or a deleted or moved state directory: set DPGLM_ANCHOR_DIR): a backup of its "
+                        "directory restored before now cannot be detected; it is witnessed from now on")
+        try:
+            self.witness.record_id(self.journal_id)
+            self.witness.advance(Anchor(self.journal_id, self._chain.seq, self._chain.digest))
+        except OSError as error:
+            raise disk_full(self.path, error) from None
+
     # ----- the store contract --------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any]:
         """The header's budget and relation (verified at open)."""
@@ -416,6 +405,27 @@ class Journal:
     def events(self) -> list[Event]:
         """Every row present at open, verified: (seq, kind, account path, payload)."""
         return list(self._events)
+
+    def catch_up(self) -> list[Event]:
+        """The rows others committed since this store last looked, read without the side lock (a WAL reader).
+
+        Anything wrong here is left for the next transaction, which reads the
+        same rows again under the lock and refuses them there.
+        """
+        conn = self._conn
+        if conn is None or self.read_only:
+            return []
+        saved = (self._chain.seq, self._chain.digest)
+        try:
+            conn.execute("BEGIN")
+            rows = self._chain.read_rows(conn)
+            conn.execute("COMMIT")
+        except (sqlite3.Error, JournalCorruptError):
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            self._chain.advance(*saved)
+            return []
+        return rows
 
     def _check_identity(self) -> None:
         """Refuse if the path no longer names the file opened (deleted or replaced), or has gained a hard link.
@@ -439,10 +449,15 @@ class Journal:
                 raise JournalReplacedError(f"{what} {path} was replaced by another file while this ledger held "
                                            "it: charge refused; close this ledger")
             if what == "journal":
-                self._check_links(now)
+                check_links(self.path, now)
 
     def _check_anchored(self) -> None:
-        """Inside a transaction: the anchor must not be ahead of the rows committed."""
+        """Inside a transaction: neither the anchor nor this host's witness may be ahead of the rows committed.
+
+        Both are advanced only after a commit, by a ledger that held the side
+        lock when it committed, so everything they record was committed before
+        this transaction took the lock.
+        """
         assert self._anchor is not None
         try:
             anchored = self._anchor.read()
@@ -453,6 +468,8 @@ class Journal:
                                       f"journal ({anchored.journal_id})")
         if anchored is not None and anchored.seq > self._chain.seq:
             raise self._lost(anchored, self.anchor_path)
+        self.witness.check(self.witness.read(self.journal_id), self._chain.seq, None,
+                           "a backup of its directory restored, or an older copy")
 
     @contextmanager
     def transaction(self) -> Iterator[_Transaction]:
@@ -470,6 +487,7 @@ class Journal:
             yield _Transaction(self, new)
             return
         assert self._lock is not None and self._anchor is not None
+        committed: tuple[int, str] | None = None
         self._lock.acquire()
         try:
             self._check_identity()
@@ -477,27 +495,48 @@ class Journal:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
                 raise sqlite_failure(self.path, error) from None
-            committed = False
+            done = False
             try:
                 transaction = _Transaction(self, self._chain.read_rows(conn))
                 self._check_anchored()
                 yield transaction
                 conn.execute("COMMIT")
-                committed = True
-                if transaction.last is not None:
-                    seq, digest = transaction.last
-                    self._anchor.write(Anchor(self.journal_id, seq, digest))
-                    self._chain.advance(seq, digest)
+                done = True
+                committed = transaction.last
             except sqlite3.Error as error:
                 raise sqlite_failure(self.path, error, self._chain.seq) from None
-            except OSError as error:
-                raise _disk_full(self.path, error) from None
             finally:
-                if not committed:
+                if not done:
                     with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have rolled back already
                         conn.execute("ROLLBACK")
         finally:
             self._lock.release()
+        if committed is not None:
+            self._settle(*committed)
+
+    def _settle(self, seq: int, digest: str) -> None:
+        """After the lock is released: flush the ``-wal``, then let the anchor and the witness record the row.
+
+        The commit wrote the row's frames to the ``-wal`` (``synchronous=NORMAL``);
+        ``fdatasync`` makes them durable (every frame written before it, others'
+        too), and only then may the anchor and the witness record the row, so
+        neither is ever ahead of what a power loss keeps. If anything here
+        fails, the row is committed but not this store's: the caller's receipt
+        is refused and the row comes back in the next transaction's
+        ``new_events``, counted (over-counting is the safe side).
+        """
+        assert self._anchor is not None
+        try:
+            if self._wal < 0:  # the -wal first appeared with this commit
+                self._wal = os.open(self.real_path + "-wal", os.O_RDWR | os.O_CLOEXEC)
+                self._wal_identity = _identity(os.fstat(self._wal))
+            _datasync(self._wal)
+            anchor = Anchor(self.journal_id, seq, digest)
+            self._anchor.advance(anchor)
+            self.witness.advance(anchor)
+        except OSError as error:
+            raise disk_full(self.path, error) from None
+        self._chain.advance(seq, digest)
 
     def close(self) -> None:
         """Close the connection (under the side lock) and the side files; the journal stays as it is on disk.
@@ -515,9 +554,12 @@ class Journal:
                 if self._lock is not None:
                     self._lock.release()
             self._conn = None
-        for side in (self._anchor, self._lock):
+        for side in (self._anchor, self._lock, self.witness):
             if side is not None:
                 side.close()
         self._anchor = None
         self._lock = None
+        if self._wal >= 0:
+            os.close(self._wal)
+            self._wal = -1
 

@@ -33,6 +33,13 @@ The contract a store keeps (every store, every method):
   that is in the journal is always counted, at worst without a receipt.
   Transactions on one store are not nested and not shared across threads: the
   ledger holds its own lock around each one.
+- ``catch_up() -> list[Event]``: rows committed by others that the store has
+  already read and verified *outside* the lock — after its last commit (issue
+  32) — and not yet handed out, in seq order, continuing from the last seq
+  handed out; they count as seen once returned, like ``new_events``. The
+  ledger replays them before it starts a transaction, so that the rows it must
+  replay while holding the lock are only those committed since. A store may
+  always return ``[]``; ``new_events`` then carries every row.
 - ``close()``: idempotent; the store refuses further transactions.
 
 Errors are the classes of :mod:`accounting.journal` (``JournalCorruptError``,
@@ -84,6 +91,8 @@ class JournalStore(Protocol):
     def read_meta(self) -> dict[str, Any]: ...
 
     def events(self) -> list[Event]: ...
+
+    def catch_up(self) -> list[Event]: ...
 
     def transaction(self) -> AbstractContextManager[Transaction]: ...
 

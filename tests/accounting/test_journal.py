@@ -238,15 +238,16 @@ def test_rows_removed_or_rolled_back_are_refused_by_the_chain_or_the_anchor(tmp_
         assert ledger.root.spent == ApproxDP(Fraction(6, 10), 0)
 
 
-def test_the_anchor_of_another_journal_or_of_a_diverged_copy_is_refused(tmp_path):
+def test_the_anchor_of_another_journal_or_of_a_diverged_copy_is_refused(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     first, second = _journal(tmp_path / "a", 1), _journal(tmp_path / "b", 1)
     shutil.copy(second + ".anchor", first + ".anchor")
     with pytest.raises(JournalCorruptError, match="belongs to another journal"):
         Ledger(ApproxDP(1, 1e-5), journal=first)
-    # one journal charged twice from the same row 1 (a rollback of the .db and its anchor together in between):
-    # same row 1, different row 2; the anchor of the first row 2 refuses the second
+    # one journal charged twice from the same row 1 (a rollback of the .db and its anchor together in between,
+    # and of this host's state directory, or the host's witness would refuse it): same row 1, different row 2;
+    # the anchor of the first row 2 refuses the second
     for name in (second, second + ".anchor"):
         shutil.copy(name, name + ".old")
     with Ledger(ApproxDP(1, 1e-5), journal=second) as ledger:
@@ -254,7 +255,9 @@ def test_the_anchor_of_another_journal_or_of_a_diverged_copy_is_refused(tmp_path
     shutil.copy(second + ".anchor", second + ".anchor.first")
     for name in (second, second + ".anchor"):
         shutil.copy(name + ".old", name)
-    with Ledger(ApproxDP(1, 1e-5), journal=second) as ledger:
+    monkeypatch.setenv("DPGLM_ANCHOR_DIR", str(tmp_path / "restored-state"))
+    with pytest.warns(JournalAnchorWarning, match="no witness"), \
+            Ledger(ApproxDP(1, 1e-5), journal=second) as ledger:
         ledger.charge(PureDP(0.2), mechanism="Laplace")
     shutil.copy(second + ".anchor.first", second + ".anchor")
     with pytest.raises(JournalCorruptError, match="row 2 is not the row its anchor recorded"):

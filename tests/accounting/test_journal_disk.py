@@ -74,6 +74,26 @@ def test_a_full_disk_at_the_anchor_refuses_the_receipt_but_counts_the_committed_
         assert ledger.remaining == PureDP(0)
 
 
+def test_a_failed_flush_of_the_wal_refuses_the_receipt_but_counts_the_committed_row(tmp_path, monkeypatch):
+    """The flush after the commit, outside the side lock (issue 32): the row is in the journal, not granted."""
+    import accounting.journal.sqlite as sqlite_module
+
+    path = str(tmp_path / "run.db")
+    with Ledger(PureDP(1), journal=path) as ledger:
+        ledger.charge(PureDP(0.25), mechanism="Laplace", note="granted")
+
+        def full(fd: int) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(sqlite_module, "_datasync", full)
+        with pytest.raises(JournalDiskFullError, match=f"journal {path}: the disk is full"):
+            ledger.charge(PureDP(0.25), mechanism="Laplace", note="committed, no receipt")
+        monkeypatch.undo()
+        assert ledger.remaining == PureDP(Fraction(1, 2))  # counted: over-counting a refused charge is safe
+        assert ledger.charge(PureDP(0.5), mechanism="Laplace", note="last").seq == 3
+    assert _rows(path) == ["granted", "committed, no receipt", "last"]
+
+
 @pytest.fixture
 def tiny_filesystem(tmp_path):
     """A 256 KiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN); skipped where it cannot be mounted."""

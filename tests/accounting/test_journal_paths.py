@@ -51,7 +51,7 @@ def test_a_symlink_reaches_the_one_anchor_and_a_rollback_through_it_is_refused(t
             Ledger.from_journal(path, read_only=True)
 
 
-def test_an_anchor_left_at_the_unresolved_path_is_checked(tmp_path):
+def test_an_anchor_left_at_the_unresolved_path_is_checked(tmp_path, monkeypatch):
     real = tmp_path / "real.db"
     link = tmp_path / "link.db"
     _charge(real, 1)
@@ -61,7 +61,11 @@ def test_an_anchor_left_at_the_unresolved_path_is_checked(tmp_path):
     for name, data in backup.items():  # the journal and its anchor rolled back together
         (tmp_path / name).write_bytes(data)
     link.symlink_to(real)
-    with Ledger(PureDP(1), journal=real) as ledger:  # undetectable through the real path (documented)
+    with pytest.raises(JournalCorruptError, match=r"ends at row 1 but this host's witness .* records row 2"):
+        Ledger(PureDP(1), journal=real)
+    # with this host's state directory rolled back too, nothing beside the real path can tell (documented)
+    monkeypatch.setenv("DPGLM_ANCHOR_DIR", str(tmp_path / "restored-state"))
+    with pytest.warns(JournalAnchorWarning, match="no witness"), Ledger(PureDP(1), journal=real) as ledger:
         assert ledger.root.spent == PureDP(Fraction(1, 10))
     with pytest.raises(JournalCorruptError, match=r"ends at row 1 but its anchor records row 2: .*link\.db\.anchor"):
         Ledger(PureDP(1), journal=link)

@@ -14,7 +14,7 @@ MOVED = {
     "accounting.sidelock": "accounting.journal.sidelock",
     "accounting.store": "accounting.journal.store",
     "accounting.persistence": "accounting.journal.persistence",
-    "accounting.pg_anchor": "accounting.journal.pg_anchor",
+    "accounting.pg_anchor": "accounting.journal.witness",
     "accounting._pgserver": "accounting.journal._pgserver",
 }
 

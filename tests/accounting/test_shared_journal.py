@@ -158,6 +158,24 @@ def test_a_split_naming_children_of_two_journalled_splits_is_refused_naming_the_
     b.close()
 
 
+def test_rows_of_others_are_caught_up_without_the_lock_and_not_handed_out_twice(tmp_path):
+    """issue 32: a store reads what others committed before it takes the side lock (accounting/journal/store.py)."""
+    path = tmp_path / "run.db"
+    a, b = Journal(path, create={"units": 1}), Journal(path)
+    for i in range(2):
+        with a.transaction() as tx:
+            tx.append("charge", "", {"i": i})
+    assert [(seq, payload["i"]) for seq, _, _, payload in b.catch_up()] == [(1, 0), (2, 1)]
+    assert b.catch_up() == []
+    with b.transaction() as tx:
+        assert tx.new_events == []  # already handed out, outside the lock
+        assert tx.append("charge", "", {"i": "b"}) == 3
+    with a.transaction() as tx:
+        assert [seq for seq, *_ in tx.new_events] == [3]
+    a.close()
+    b.close()
+
+
 WORKER = textwrap.dedent(
     """
     import sys

@@ -81,7 +81,7 @@ def test_a_restored_older_image_does_not_regrant(pg_url, sql):
     sql("INSERT INTO dpglm_rows SELECT * FROM snapshot_rows")
     sql("UPDATE dpglm_heads h SET seq = s.seq, hash = s.hash FROM snapshot_head s WHERE h.journal_id = s.journal_id")
     sql("DROP TABLE snapshot_rows, snapshot_head")
-    with pytest.raises(JournalCorruptError, match=r"ends at row 1 but this host's anchor .* records row 2"):
+    with pytest.raises(JournalCorruptError, match=r"ends at row 1 but this host's witness .* records row 2"):
         Ledger(PureDP(1), journal=pg_url)
 
 

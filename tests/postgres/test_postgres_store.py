@@ -9,6 +9,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
 from accounting.journal import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError  # noqa: E402
+from accounting.journal.anchor import AnchorFile  # noqa: E402
 from accounting.journal.postgres import (  # noqa: E402
     JournalNotDurableError,
     JournalUnavailableError,
@@ -46,6 +47,28 @@ def test_rows_written_by_one_store_are_new_events_for_another_and_replayed_at_op
             tx.append("charge", "", {})
     for store in (first, second, reopened):
         store.close()
+
+
+def test_rows_of_others_are_caught_up_without_the_head_lock_and_not_handed_out_twice(pg_url, monkeypatch):
+    """issue 32: rows others commit are read outside the lock (with the flush barrier's answer, or one lock-free
+    round trip when the last read is old) and replayed before the next transaction locks the head."""
+    from accounting.journal import postgres
+
+    first, second = PostgresJournal(pg_url, create=HEADER), PostgresJournal(pg_url)
+    charge(first, 1)
+    charge(second, 1)  # its locked read finds row 1: others are charging
+    charge(first, 2)
+    monkeypatch.setattr(postgres, "_STALE_SECONDS", 0.0)
+    assert [seq for seq, *_ in second.catch_up()] == [3, 4]
+    with second.transaction() as tx:
+        assert tx.new_events == []  # already handed out, outside the lock
+        assert tx.append("charge", "", {"i": "second"}) == 5
+    monkeypatch.setattr(postgres, "_STALE_SECONDS", 3600.0)
+    assert first.catch_up() == []  # read recently: no round trip; the rows come in the transaction
+    with first.transaction() as tx:
+        assert [seq for seq, *_ in tx.new_events] == [5]
+    first.close()
+    second.close()
 
 
 def test_an_exception_in_the_block_rolls_back_and_appends_nothing(pg_url, sql):
@@ -101,14 +124,14 @@ def test_rows_lost_by_the_server_are_refused_by_this_hosts_anchor(pg_url, sql, t
     # the open store notices the head moving back, without reading any anchor
     with pytest.raises(JournalCorruptError, match="went back from row 4 to row 2"), store.transaction():
         pass
-    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's anchor .* records row 4"):
+    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's witness .* records row 4"):
         PostgresJournal(pg_url)
     # a host that never saw rows 3..4 cannot know: that is the limit of client-side anchors
     other = PostgresJournal(pg_url, anchor_dir=str(tmp_path / "other-host"))
     assert len(other.events()) == 2
     # a write there diverges from this host's anchor at row 4 (other hashes): refused here too
     charge(other, 3, by="other host")
-    with pytest.raises(JournalCorruptError, match="row 4 is not the row this host's anchor recorded"):
+    with pytest.raises(JournalCorruptError, match="row 4 is not the row this host's witness recorded"):
         PostgresJournal(pg_url)
 
 
@@ -119,7 +142,7 @@ def test_a_database_restored_from_before_the_journal_does_not_recreate_it(pg_ser
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # the image from before: no dpglm tables at all
         conn.execute("DROP TABLE dpglm_rows, dpglm_heads, dpglm_journals")
-    with pytest.raises(JournalCorruptError, match=r"missing from the database, but this host's anchor .* rows 1\.\.2"):
+    with pytest.raises(JournalCorruptError, match=r"is missing, but this host's witness .* rows 1\.\.2"):
         PostgresJournal(url, create=HEADER)
     # another host, without that anchor, creates a new journal there; this host refuses it
     other = PostgresJournal(url, create=HEADER, anchor_dir=str(anchors.parent / "other-host"))
@@ -143,7 +166,7 @@ def test_restoring_a_pg_dump_taken_before_the_last_charges_does_not_regrant(pg_s
                     str(pg_server.port), "-U", "dpglm", "-d", "postgres", str(dump)], check=True)
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT seq FROM dpglm_heads").fetchall() == [(2,)]  # the image is consistent
-    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's anchor .* row 5: rows 3\.\.5"):
+    with pytest.raises(JournalCorruptError, match=r"ends at row 2 but this host's witness .* row 5: rows 3\.\.5"):
         PostgresJournal(url)
 
 
@@ -161,36 +184,35 @@ def test_a_server_that_may_lose_acknowledged_commits_is_refused(pg_server, ancho
         sql("SELECT pg_reload_conf()")
 
 
-class _LostAnswer:
-    """A connection whose COMMIT answer is lost: the commit is made (or not), then the socket dies."""
+def _lose_the_answer(store, commit):
+    """Round trip 2 (insert, COMMIT, flush barrier) is made (or not), then the socket dies before its answer."""
+    real = store._run
 
-    def __init__(self, conn, commit):
-        self._conn, self._commit = conn, commit
+    def run(conn, query, params=()):
+        if query.startswith("INSERT INTO dpglm_rows"):
+            if commit:
+                real(conn, query, params)
+            conn.close()
+            raise store._failure(conn, psycopg.OperationalError("server closed the connection unexpectedly"))
+        return real(conn, query, params)
 
-    def __getattr__(self, name):
-        return getattr(self._conn, name)
-
-    def execute(self, query, params=None):
-        if query == "COMMIT":
-            if self._commit:
-                self._conn.execute("COMMIT")
-            self._conn.close()
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return self._conn.execute(query, params)
+    store._run = run
 
 
 @pytest.mark.parametrize("committed", [True, False])
 def test_a_lost_commit_answer_is_resolved_by_reading_the_charge_id_back(pg_url, sql, committed):
     store = PostgresJournal(pg_url, create=HEADER)
     charge(store, 1)
-    store._conn = _LostAnswer(store._conn, committed)
+    _lose_the_answer(store, committed)
     if committed:
         assert charge(store, 1) == [2]
     else:
         with pytest.raises(JournalUnavailableError, match="lost during COMMIT .* not in the journal: charge refused"):
             charge(store, 1)
+    assert store.read_backs == ([1, 0] if committed else [0, 1])
     count = sql("SELECT count(*) FROM dpglm_rows WHERE journal_id = %s", (store.journal_id,))[0][0]
     assert count == (2 if committed else 1)
+    del store._run
     assert charge(store, 1) == [count + 1]  # the store goes on, on a new connection
     store.close()
 
@@ -224,12 +246,12 @@ def test_a_committed_row_whose_anchor_write_failed_comes_back_as_a_new_event(pg_
     """The store contract (accounting/journal/store.py): a row committed but not acknowledged is counted later."""
     store = PostgresJournal(pg_url, create=HEADER)
 
-    def full(anchor):
+    def full(self, anchor):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as patched:
-        patched.setattr(store.anchors, "_advance", full)
-        with pytest.raises(JournalDiskFullError, match="disk holding its anchor .* is full .*charge refused"), \
+        patched.setattr(AnchorFile, "advance", full)
+        with pytest.raises(JournalDiskFullError, match="disk holding its witness .* is full .*charge refused"), \
                 store.transaction() as tx:
             tx.append("charge", "", {"i": 0})
     with store.transaction() as tx:
