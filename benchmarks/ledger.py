@@ -27,6 +27,7 @@ the current one).
 from __future__ import annotations
 
 import argparse
+import glob
 import multiprocessing
 import os
 import re
@@ -41,6 +42,7 @@ from typing import Any
 
 from accounting import GDP, RDP, ZCDP, ApproxDP, Cost, Ledger
 from accounting.costs import ORDERS
+from accounting.journal import Journal
 from accounting.journal.sidelock import filesystem_type
 
 BUDGET = ZCDP(10**9)
@@ -244,6 +246,11 @@ def main() -> None:
             print(f"{'':4}{processes:>9} {plain:>22,.0f} {ledger:>17,.0f} {ledger / plain:>6.2f}  "
                   + " ".join(f"{share:.0%}" for share in shares)
                   + ("" if processes == 1 else "  (plain: " + " ".join(f"{s:.0%}" for s in plain_shares) + ")"))
+        journal = Journal(os.path.join(folder, "ledger-1.db"), read_only=True)
+        rows = len(journal.events())
+        journal.close()
+        size = sum(os.path.getsize(name) for name in glob.glob(os.path.join(folder, "ledger-1.db*")))
+        print(f"journal file: {size / max(rows, 1):.0f} bytes a row ({rows} rows)")
         flushes = [flushes_per_op(kind_, folder) for kind_ in ("plain", "ledger")]
         if flushes[0] is None or flushes[1] is None:
             print("flushes per operation: strace not installed (by design: 1 for plain, 2 for a charge)")

@@ -148,6 +148,10 @@ def main() -> None:
             exact = rows == granted and spent == granted * COST.rho and spent <= BUDGET.rho
             print(f"journal of {p} processes: {rows} rows, {granted} receipts, spent {float(spent):.3g} of "
                   f"{float(BUDGET.rho):g}: {'exact' if exact else 'NOT EXACT'}")
+        with psycopg.connect(base, autocommit=True) as conn:
+            found = conn.execute("SELECT pg_total_relation_size('dpglm_rows'), count(*) FROM dpglm_rows").fetchone()
+        if found is not None and found[1]:
+            print(f"dpglm_rows: {found[1]} rows, {found[0] / found[1]:.0f} bytes a row on disk, indexes included")
     finally:
         if server is not None:
             server.stop()
