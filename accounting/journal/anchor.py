@@ -18,8 +18,9 @@ readable. The valid slot with the larger ``seq`` is the anchor.
 When it is written (docs/threat-model.md, "How often the anchor and the witness
 are written"): :meth:`AnchorFile.advance` after every charge, once the charge's
 row is durable, and never backwards; it is a ``pwrite`` into the page cache,
-visible at once to every process of the host, and flushed to disk at most
-:data:`SYNC_SECONDS` later by the next advance (and at close). An anchor is
+visible at once to every process of the host, and flushed to disk by the next
+advance of a process whose last flush is :data:`SYNC_SECONDS` old, at close,
+or else by the kernel's writeback. An anchor is
 therefore never ahead of the durable journal — a power loss can leave it
 behind, never ahead, so it never refuses a journal that lost nothing.
 """
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 __all__ = ["SYNC_SECONDS", "Anchor", "AnchorFile", "anchor_path"]
 
 SYNC_SECONDS = 1.0
-"""An advanced anchor reaches the disk at most this long after it was written (docs/threat-model.md)."""
+"""A process flushes an anchor it advanced if its last flush of it is this old (docs/threat-model.md)."""
 
 _SLOT = 256
 _MAGIC = "dpglm-anchor-1"
@@ -99,7 +100,7 @@ def _best(path: str, data: bytes) -> Anchor:
 
 
 class AnchorFile:
-    """An open anchor: read, advanced after every durable row, flushed at most every :data:`SYNC_SECONDS`.
+    """An open anchor: read, advanced after every durable row, flushed about once every :data:`SYNC_SECONDS`.
 
     The anchor's size never changes after :meth:`reset`, so ``fdatasync``
     (data only, where the platform has it) is as durable as ``fsync`` here.

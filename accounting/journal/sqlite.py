@@ -13,8 +13,8 @@
   (the ledger replays them and checks its budget) → ``INSERT`` the chained row
   → ``COMMIT`` (WAL, ``synchronous=NORMAL``: the frames are written, not yet
   flushed) → release the lock → ``fdatasync`` the ``-wal`` → advance the
-  anchor and the host's witness (written, flushed at most
-  :data:`~accounting.journal.anchor.SYNC_SECONDS` later) → the receipt. One
+  anchor and the host's witness (written, flushed about once a second:
+  :data:`~accounting.journal.anchor.SYNC_SECONDS`) → the receipt. One
   flush per charge, outside the lock, so the flushes of several processes
   overlap (the kernel groups them), plus a share of SQLite's checkpoints.
 - **One descriptor of ours, on the ``-wal`` only.** SQLite's locks are POSIX

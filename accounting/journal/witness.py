@@ -16,7 +16,8 @@ Layout of the directory (``DPGLM_ANCHOR_DIR``, default
 - ``<journal id>.anchor``: the anchor format (:mod:`accounting.journal.anchor`),
   advanced after every charge this host makes once its row is durable, never
   moved back (the processes of the host take turns on its ``flock``), flushed
-  at most :data:`~accounting.journal.anchor.SYNC_SECONDS` after a write.
+  as :class:`~accounting.journal.anchor.AnchorFile` says (about once a second
+  of charging, and at close).
 - ``by-location/<sha256 of the location>``: the journal id first seen at a
   location (a file journal's real path, or server:port/db?journal=name),
   written once. A journal missing at its location, or replaced there by another
@@ -162,8 +163,8 @@ class Witness:
     def advance(self, anchor: Anchor) -> None:
         """Record ``anchor`` (a durable row) if it is beyond the recorded one; never move back.
 
-        The file stays open for the next advance; a write reaches the disk at
-        most :data:`~accounting.journal.anchor.SYNC_SECONDS` later, or at :meth:`close`.
+        The file stays open for the next advance; it is flushed about once a
+        second of charging (:data:`~accounting.journal.anchor.SYNC_SECONDS`) and at :meth:`close`.
         """
         path = self.path(anchor.journal_id)
         with self._writing(path):
