@@ -12,14 +12,26 @@ the row appended; the in-memory spend changes only after the row committed.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import BudgetExceeded, PartitionKey, Receipt, account_name, check_partition
-from accounting.costs import ORDERS, RDP, ApproxDP, Cost, Number, PureDP, Relation, check_cost, check_relation
+from accounting.costs import (
+    ORDERS,
+    RDP,
+    ApproxDP,
+    Cost,
+    Number,
+    PureDP,
+    Relation,
+    check_cost,
+    check_relation,
+)
 from accounting.journal.errors import JournalMismatchError
 from accounting.journal.persistence import charge_payload, split_payload
+from accounting.ladder import Ladder
+from accounting.plans import OffPlan, Plan, steps_of
 from accounting.restate import Unpayable, restate
 from accounting.spend import (
     ZERO,
@@ -28,39 +40,27 @@ from accounting.spend import (
     add,
     as_cost,
     exhausted,
-    fits,
     in_currency,
     is_zero,
     sub,
     to_approx,
     widest,
 )
-from accounting.split import Plan, check_curves, check_weights, describe_split, plan_split
+from accounting.split import Allocations, check_curves, check_weights, describe_split, plan_split
 from accounting.uncopyable import Uncopyable
+from accounting.usage import ChargeRecord
 from accounting.validation import check_text
 
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
 
+
+def _at(vector: Vector, i: int) -> Fraction:
+    """Entry ``i`` of a spend vector (vectors shorter than their currency's are zero-padded)."""
+    return vector[i] if i < len(vector) else Fraction(0)
+
+
 __all__ = ["Account"]
-
-
-@dataclass
-class _Usage:
-    """Spends of one mechanism (or one analysis reason) on one account.
-
-    ``total`` composes like the account: partition=None charges add, charges
-    under distinct partition keys (disjoint users) compose by max.
-    """
-
-    count: int = 0
-    sequential: Vector = ZERO
-    partitions: dict[PartitionKey, Vector] = field(default_factory=dict)
-    widest: Vector = ZERO
-
-    @property
-    def total(self) -> Vector:
-        return add(self.sequential, self.widest)
 
 
 @dataclass
@@ -90,17 +90,23 @@ class Account(Uncopyable):
     _what = "ledger Account"
 
     def __init__(self, ledger: Ledger, path: str, currency: Currency, budget: Vector, parent: Account | None,
-                 share: Vector, orders: tuple[Fraction, ...] = ORDERS, partition: PartitionKey = None) -> None:
+                 share: Vector, orders: tuple[Fraction, ...] = ORDERS, partition: PartitionKey = None, *,
+                 tracked: tuple[Fraction, ...] | None = None, ladder: Ladder | None = None) -> None:
         self._ledger = ledger
         self.path = path
         self.name = path.rsplit("/", 1)[-1] if path else ""
         self.currency: Currency = currency
         self.parent = parent
         self.partition: PartitionKey = partition  # the parent's bucket this account's share was taken from
-        self._budget = budget
+        self._budget = budget  # the filter's budget (rdp: at the held orders)
         self._share = share  # what the parent gave, in the parent's currency
-        self._orders = orders if currency == "rdp" else ORDERS  # the Rényi orders an rdp account holds
-        self._zero: Vector = tuple(Fraction(0) for _ in budget) if currency == "rdp" else ZERO
+        self.ladder = ladder  # how its claim is read (accounting.ladder); None: its parent's claim covers it
+        self._held = orders if currency == "rdp" else ORDERS  # the Rényi orders an rdp account holds
+        # Spend vectors of an rdp account list its tracked orders (held ∪ rung orders); the filter reads the held ones.
+        self._orders = (tracked or orders) if currency == "rdp" else ORDERS
+        self._held_index: tuple[int, ...] | None = (
+            tuple(self._orders.index(o) for o in self._held) if self._orders != self._held else None)
+        self._zero: Vector = tuple(Fraction(0) for _ in self._orders) if currency == "rdp" else ZERO
         self._sequential: Vector = self._zero  # partition=None charges (excluding allocations)
         self._allocated: Vector = self._zero  # budgets handed to children sequentially (partition=None)
         self._partitions: dict[PartitionKey, Vector] = {}  # charges by partition key
@@ -110,10 +116,26 @@ class Account(Uncopyable):
         self._splits: list[_Split] = []  # journalled splits of this account, in seq order
         self._split_of: dict[str, int] = {}  # child name -> index in _splits of the first split naming it
         self.children: dict[str, Account] = {}
-        self._usage: dict[tuple[bool, str], _Usage] = {}
-        self._history: list[tuple[int, Cost, Any, bool]] = []  # (seq, charged, pair-form event, from an event)
+        self._record = ChargeRecord(self._zero)  # by mechanism, and each distinct charge with its count
+        self._plan: Plan | None = None  # declared with plan() before the first charge (accounting.plans)
+        self._last_stated: tuple[Cost, Vector, Cost] | None = None  # _stated's last answer (repeated charges)
 
     # ----- state -------------------------------------------------------------------------------
+    def _held_part(self, vector: Vector) -> Vector:
+        """The entries of a tracked-orders vector at the held orders (what the filter compares)."""
+        if self._held_index is None:
+            return vector
+        return tuple(vector[i] if i < len(vector) else Fraction(0) for i in self._held_index)
+
+    def _at_tracked(self, held: Vector) -> Vector:
+        """A held-orders vector (an allocation) laid out at the tracked orders, zero elsewhere."""
+        if self._held_index is None:
+            return held
+        out = list(self._zero)
+        for value, i in zip(held, self._held_index, strict=True):
+            out[i] = value
+        return tuple(out)
+
     def _bucket(self, partition: PartitionKey) -> Vector:
         """Charges plus allocations under the key ``partition`` (not None)."""
         return add(self._partitions.get(partition, self._zero), self._funded.get(partition, self._zero))
@@ -137,36 +159,41 @@ class Account(Uncopyable):
         (the other keys already fit).
         """
         if partition is None:
-            return sub(self._budget, self._spent_vector())
-        return sub(self._budget, add(add(self._sequential, self._allocated), self._bucket(partition)))
+            return sub(self._budget, self._held_part(self._spent_vector()))
+        return sub(self._budget, self._held_part(add(add(self._sequential, self._allocated), self._bucket(partition))))
 
     @property
     def orders(self) -> tuple[Fraction, ...]:
         """The Rényi orders an rdp account holds (fixed when it was made; docs/accounting.md "Rényi DP")."""
+        return self._held
+
+    @property
+    def tracked_orders(self) -> tuple[Fraction, ...]:
+        """The orders an rdp account keeps its spend at: the held ones and its ladder's rungs (accounting.ladder)."""
         return self._orders
 
     @property
     def budget(self) -> Cost:
-        """The account's total budget."""
-        return as_cost(self._budget, self.currency, self._orders)
+        """The account's total budget (its filter; rdp: at the held orders)."""
+        return as_cost(self._budget, self.currency, self._held)
 
     @property
     def spent(self) -> Cost:
-        """Charges (sequential + max over partitions) plus child allocations."""
+        """Charges (sequential + max over partitions) plus child allocations, as the filter counts them."""
         with self._ledger._fresh():
-            return as_cost(self._spent_vector(), self.currency, self._orders)
+            return as_cost(self._held_part(self._spent_vector()), self.currency, self._held)
 
     @property
     def remaining(self) -> Cost:
         """``budget − spent``: the largest partition=None charge that still fits."""
         with self._ledger._fresh():
-            return as_cost(sub(self._budget, self._spent_vector()), self.currency, self._orders)
+            return as_cost(self._room(None), self.currency, self._held)
 
     def remaining_in(self, partition: PartitionKey) -> Cost:
         """The largest charge that still fits under ``partition``."""
         partition = check_partition(partition)
         with self._ledger._fresh():
-            return as_cost(self._room(partition), self.currency, self._orders)
+            return as_cost(self._room(partition), self.currency, self._held)
 
     @property
     def relation(self) -> Relation:
@@ -230,35 +257,71 @@ class Account(Uncopyable):
                             note=note)
 
     def _charge(self, cost: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
-                *, analysis: bool, event: Any = None, from_event: bool = False) -> Receipt:
+                *, analysis: bool, event: Any = None, from_event: bool = False, requested: Any = None) -> Receipt:
+        """Check, journal and apply one charge. ``requested``: the event as the caller stated it (plans match it)."""
         check_cost(cost)
         check_relation(relation)
         partition = check_partition(partition)
         check_text("note", note, required=False)
         ledger = self._ledger
+        ledger._check_writable()
         try:
             restated = restate(cost, relation, ledger.relation)
         except Unpayable as unpayable:
             raise BudgetExceeded(self.path, cost, self.remaining_in(partition), str(unpayable)) from None
-        vector = in_currency(restated, self.currency, self.path, self._orders)
-        charged = as_cost(vector, self.currency, self._orders)
+        vector, charged = self._stated(restated)
         with ledger._lock:
             with ledger._transaction() as transaction:  # others' rows are replayed before the check
-                spent_after = self._spent_vector(partition, vector)
-                if not fits(spent_after, self._budget):
+                position = None
+                if self._plan is not None:  # a declared plan replaces the filter (accounting.plans)
+                    stated_relation, stated = (relation, cost) if requested is None else requested
+                    position = self._plan.advance(steps_of(stated, stated_relation, "charge"))
+                    if position is None:
+                        raise OffPlan(self.path, charged, self.remaining_in(partition),
+                                      f"not the next step of the plan declared on this account "
+                                      f"({self._plan.describe()})")
+                elif not self._fits_after(partition, vector):
                     raise BudgetExceeded(self.path, charged, self.remaining_in(partition))
                 seq = ledger._append(transaction, "analysis" if analysis else "charge", self.path,
                                      lambda: charge_payload(cost, charged, mechanism, relation, partition, note,
-                                                            event, from_event))
+                                                            event, from_event, position))
             # committed durably: only now is the charge granted and counted here
             ledger._seq = seq
-            self._apply(vector, partition, mechanism, note, analysis, (seq, charged, event, from_event))
+            self._apply(vector, partition, mechanism, note, analysis, (seq, charged, event, from_event), position)
             return Receipt(seq, self.path, cost, charged, mechanism, relation, partition, note, analysis,
-                           as_cost(sub(self._budget, spent_after), self.currency, self._orders))
+                           as_cost(self._room(partition), self.currency, self._held))
+
+    def _stated(self, cost: Cost) -> tuple[Vector, Cost]:
+        """(spend vector, cost as charged) of a restated cost; the same cost object as last time reuses both."""
+        last = self._last_stated
+        if last is not None and last[0] is cost:
+            return last[1], last[2]
+        vector = in_currency(cost, self.currency, self.path, self._orders, self._held)
+        charged = as_cost(vector, self.currency, self._orders)
+        self._last_stated = (cost, vector, charged)
+        return vector, charged
+
+    def _fits_after(self, partition: PartitionKey, extra: Vector) -> bool:
+        """Whether the filter holds after charging ``extra`` under ``partition``: its held entries only."""
+        positions = range(len(self._budget)) if self._held_index is None else self._held_index
+        seq, alloc, top = self._sequential, self._allocated, self._bucket_widest
+        bucket = None if partition is None else self._bucket(partition)
+        for limit, i in zip(self._budget, positions, strict=True):
+            grown = _at(extra, i)
+            if bucket is None:
+                spent = _at(seq, i) + _at(alloc, i) + grown + _at(top, i)
+            else:
+                spent = _at(seq, i) + _at(alloc, i) + max(_at(top, i), _at(bucket, i) + grown)
+            if spent > limit:
+                return False
+        return True
 
     def _apply(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool,
-               record: tuple[int, Cost, Any, bool]) -> None:
-        self._history.append(record)
+               record: tuple[int, Cost, Any, bool], position: tuple[int, ...] | None = None) -> None:
+        seq, charged, event, from_event = record
+        if self._plan is not None and position is not None:
+            self._plan.position = position
+        self._record.add(vector, partition, mechanism, note, analysis, seq, charged, event, from_event)
         if partition is None:
             self._sequential = add(self._sequential, vector)
         else:
@@ -266,15 +329,59 @@ class Account(Uncopyable):
             self._partitions[partition] = grown
             self._widest = widest(self._widest, grown)
             self._bucket_widest = widest(self._bucket_widest, self._bucket(partition))
-        usage = self._usage.setdefault((analysis, note if analysis else mechanism),
-                                       _Usage(sequential=self._zero, widest=self._zero))
-        usage.count += 1
-        if partition is None:
-            usage.sequential = add(usage.sequential, vector)
-        else:
-            grown_use = add(usage.partitions.get(partition, self._zero), vector)
-            usage.partitions[partition] = grown_use
-            usage.widest = widest(usage.widest, grown_use)
+
+    # ----- plans --------------------------------------------------------------------------------
+    def plan(self, items: Any, *, relation: Relation = "replace_one") -> Fraction:
+        """Declare, before this account's first charge, the charges it will make; return the claim's ε they allow.
+
+        ``items``: a sequence of dp-accounting events and cost values, stated
+        under ``relation`` (e.g. ``[SelfComposedDpEvent(step, 1000)]`` for a
+        DP-SGD run charged step by step). From now on a charge must be the
+        plan's next step (steps may be skipped, not reordered) or it is refused
+        with :class:`~accounting.plans.OffPlan`; the filter no longer decides.
+        The account's claim becomes the plan's non-adaptive figure at its δ,
+        whatever prefix runs (:mod:`accounting.plans`, docs/accounting.md).
+        Only a zCDP, GDP or RDP account funded by an (ε, δ) share takes a plan,
+        once, before any charge or split; the plan must fit its share.
+        """
+        from accounting.plans import declare
+
+        return declare(self, items, relation)
+
+    def hold(self, order: Number) -> None:
+        """Hold ``order`` instead of the one this rdp account was given, before its first charge.
+
+        :func:`accounting.calibrate_noise_multiplier` moves a fresh rdp account's held order to the one best for the
+        public workload it calibrates; budget and ladder are rebuilt from the share, journalled
+        (:func:`accounting.plans.hold`). Refused once anything was charged, split or planned.
+        """
+        from accounting.plans import hold
+
+        hold(self, order)
+
+    def _rehold(self, order: Fraction, rungs: Ladder) -> None:
+        """Rebuild the held order, budget, tracked orders and ladder of an uncharged rdp account."""
+        from accounting.split import tracked_orders
+
+        self.ladder = rungs
+        self._held = (order,)
+        self._budget = (rungs.budgets[rungs.orders.index(order)],)
+        self._orders = tracked_orders(self._held, rungs.orders)
+        self._held_index = tuple(self._orders.index(o) for o in self._held) if self._orders != self._held else None
+        self._zero = tuple(Fraction(0) for _ in self._orders)
+        self._sequential = self._allocated = self._widest = self._bucket_widest = self._zero
+        self._record = ChargeRecord(self._zero)
+        self._last_stated = None
+
+    @property
+    def planned(self) -> bool:
+        """Whether a plan was declared on this account (:meth:`plan`)."""
+        return self._plan is not None
+
+    @property
+    def declared_plan(self) -> Plan | None:
+        """The declared plan, with how far the charges went in it (None without one)."""
+        return self._plan
 
     # ----- splitting ---------------------------------------------------------------------------
     def split(self, weights: Mapping[str, Number], currency: Mapping[str, Currency] | None = None,
@@ -319,6 +426,7 @@ class Account(Uncopyable):
         exact_curves = check_curves(curves, currencies, self.currency)
         partition = check_partition(partition)
         ledger = self._ledger
+        ledger._check_writable()
         with ledger._lock:
             with ledger._transaction() as transaction:  # others' splits are replayed before the lookup
                 recorded = self._recorded_split(exact_weights, currencies, partition)
@@ -328,7 +436,8 @@ class Account(Uncopyable):
                 if exhausted(remaining, self.currency, self._orders):
                     under = "" if partition is None else f" under partition {partition!r}"
                     raise ValueError(f"account {account_name(self.path)!r} has no budget left to split{under}")
-                planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves, self._orders)
+                planned = plan_split(remaining, exact_weights, currencies, self.currency, exact_curves, self._held,
+                                     self._orders)
                 seq = ledger._append(transaction, "split", self.path,
                                      lambda: split_payload(exact_weights, currencies, planned, partition))
             ledger._seq = seq
@@ -365,14 +474,16 @@ class Account(Uncopyable):
         split.claimed = True
         return dict(split.children)
 
-    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency], planned: Plan,
+    def _apply_split(self, weights: dict[str, Fraction], currencies: dict[str, Currency], planned: Allocations,
                      partition: PartitionKey = None) -> dict[str, Account]:
         children = {}
-        for name, (share, budget, orders) in planned.items():
+        for name, allocation in planned.items():
             path = f"{self.path}/{name}" if self.path else name
-            child = Account(self._ledger, path, currencies[name], budget, self, share, orders, partition)
+            child = Account(self._ledger, path, currencies[name], allocation.budget, self, allocation.share,
+                            allocation.orders, partition, tracked=allocation.tracked, ladder=allocation.ladder)
             self.children[name] = child
             self._ledger._accounts[path] = child
+            share = self._at_tracked(allocation.share)
             if partition is None:
                 self._allocated = add(self._allocated, share)
             else:
@@ -408,17 +519,24 @@ class Account(Uncopyable):
         return add(used, top)
 
     def _used_in_parent(self) -> Vector:
+        """What this account really used, in its parent's currency: the realised spend, converted (not a claim)."""
         used = self._used_vector()
         parent = self.parent
         assert parent is not None
         if self.currency == parent.currency or self.currency == "pure":
             return used
-        # zCDP (GDP) child of an approx account: CKS (exact tradeoff) conversion at the child's delta
-        # share, capped by the eps share (the budget was certified to meet it).
+        # zCDP (GDP, RDP) child of an approx account: the spend converted at the child's delta share, capped by
+        # the eps share. Valid only if the costs were fixed in advance: the claim is claim_epsilon().
         if is_zero(used):
             return ZERO
-        eps = min(self._share[0], to_approx(used, self.currency, self._share[1], self._orders))
+        eps = min(self._share[0], to_approx(self._held_part(used), self.currency, self._share[1], self._held))
         return (eps, self._share[1])
+
+    def claim_epsilon(self) -> Fraction:
+        """ε of this account's claim at its ladder's δ, valid however its charges were chosen (accounting.claims)."""
+        from accounting.claims import account_epsilon
+
+        return account_epsilon(self)
 
     @property
     def used(self) -> Cost:
@@ -427,22 +545,18 @@ class Account(Uncopyable):
             return as_cost(self._used_vector(), self.currency, self._orders)
 
     def converted(self) -> ApproxDP | PureDP | None:
-        """(ε, δ) (or pure ε) of :attr:`used`, as this account's parent counts it.
+        """This account's claim: (ε, δ) valid however its charges were chosen (docs/accounting.md, "Claims").
 
-        A pure or approx account reports its own spend; a zCDP child of an
-        (ε, δ) account its CKS conversion at its δ share; a zCDP account with a
-        zCDP parent has no δ of its own and returns None.
+        A pure account states its realised ε; an approx account its realised ε
+        at its budget's δ (a fixed δ: the δs of adaptively chosen charges are not
+        summed into the claim); a zCDP, GDP or RDP child of an (ε, δ) share its
+        ladder's reading at its δ share. An account inside another's currency
+        (a zCDP child of a zCDP account) has no claim of its own: None.
         """
+        from accounting.claims import subtree_claim
+
         with self._ledger._fresh():
-            if self.currency == "pure":
-                return PureDP(self._used_vector()[0])
-            if self.currency == "approx":
-                used = self._used_vector()
-                return ApproxDP(used[0], used[1])
-            if self.parent is None or self.parent.currency in ("zcdp", "gdp", "rdp"):
-                return None
-            eps, delta = self._used_in_parent()
-            return ApproxDP(eps, delta)
+            return subtree_claim(self)
 
     @property
     def allocated(self) -> Cost:
@@ -469,8 +583,14 @@ class Account(Uncopyable):
                 {"analysis": analysis, "mechanism": "analysis" if analysis else label,
                  "reason": label if analysis else None, "count": use.count, "partitions": len(use.partitions),
                  "total": as_cost(use.total, self.currency, self._orders)}
-                for (analysis, label), use in self._usage.items()
+                for (analysis, label), use in self._record.uses.items()
             ]
+
+    def charge_counts(self) -> list[tuple[int, Cost, Any, bool, int]]:
+        """Each distinct charge once, in the order first made: (first seq, charged, pair-form event, from an event,
+        count): what the non-adaptive figure and :meth:`Ledger.to_dp_event` compose."""
+        with self._ledger._fresh():
+            return self._record.counts()
 
     def walk(self) -> Iterator[Account]:
         """This account and all descendants, depth first."""

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from accounting.chargeable import account_name
@@ -68,21 +70,39 @@ def _fits(cost: Cost, remaining: Cost) -> bool:
     raise TypeError(f"cannot compare {cost} with {remaining}")
 
 
-def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, what: str) -> float:
-    """The smallest float x > 0 with cost_of(x) fitting ``remaining``, to a cost ≥ 0.995 of it (or 10⁻⁹ relative).
+#: The cost fraction of a probe that cannot be costed: a noise so small that the costing refuses it (an RDP ε
+#: past the PLD bound, no finite ε at δ) is taken not to fit (the costing refuses only costs far past any budget
+#: it could fit); a cost of 0 is taken as this fraction of the budget, so that ln(fraction) stays finite.
+_REFUSED, _NOTHING = 1e300, 1e-300
+
+
+def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, what: str,
+            used_of: Callable[[Cost], tuple[float, bool]] | None = None) -> float:
+    """The smallest float x > 0 with cost_of(x) fitting ``remaining``, to a cost ≥ 0.992 of it (or 10⁻⁹ relative).
 
     The cost decreases in x. A bracket [low (does not fit), high (fits)] is
     grown from ``guess`` by factors of 1.5, then narrowed by regula falsi
     (Illinois) on ln(cost fraction) against ln x: a few evaluations, which
-    matters when each is a PLD.
+    matters when each is a PLD. A probe whose costing refuses it (``ValueError``
+    or ``TypeError``: too small a noise to cost) counts as not fitting.
+    ``used_of(cost)`` gives (fraction, fits) for another fit rule than the
+    component-wise one.
     """
     memo: dict[float, float] = {}
 
     def used(x: float) -> float:
         if x not in memo:
-            cost = cost_of(x)
-            fraction = fraction_of_remaining(cost, remaining)
-            memo[x] = min(fraction, 1.0) if _fits(cost, remaining) else max(fraction, 1.0 + 1e-12)  # exact fit test
+            try:
+                cost = cost_of(x)
+            except (ValueError, TypeError, OverflowError):
+                memo[x] = _REFUSED
+                return memo[x]
+            if used_of is None:
+                fraction, fit = fraction_of_remaining(cost, remaining), _fits(cost, remaining)
+            else:
+                fraction, fit = used_of(cost)
+            fraction = max(fraction, _NOTHING)
+            memo[x] = min(fraction, 1.0) if fit else max(fraction, 1.0 + 1e-12)  # the exact fit test decides
         return memo[x]
 
     low, high = guess, guess
@@ -91,7 +111,7 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
             break
         low, high = high, high * 1.5
     else:
-        raise ValueError(f"no {what} up to {high:.3g} fits the remaining budget {remaining}")
+        raise ValueError(f"no {what} up to {high:.3g} fits the remaining budget {remaining}: nothing can be run")
     if low == high:
         for _ in range(400):
             low /= 1.5
@@ -133,6 +153,11 @@ def _account_state(account: Any) -> tuple[str, Cost, str]:
 def calibrate_noise_multiplier(account: Any, *, sample_rate: float, steps: int) -> float:
     """The smallest noise multiplier z whose DP-SGD run fits ``account``'s remaining budget (module docstring).
 
+    A fresh rdp account (funded by an (ε, δ) share, nothing charged yet) is
+    calibrated at every order of the grid and then *holds* the order the run
+    fits best at (:meth:`accounting.ledger.Account.hold`, journalled): the held
+    order is chosen from the public (sample rate, steps) before any charge.
+
     Parameters
     ----------
     account : accounting.Account or accounting.Ledger
@@ -160,6 +185,8 @@ def calibrate_noise_multiplier(account: Any, *, sample_rate: float, steps: int) 
         return cost_of_event(SelfComposedDpEvent(step, steps), currency, "add_remove", relation, delta)[0]
 
     guess = math.sqrt(steps) * q + 0.5
+    if currency == "rdp" and _fresh_rdp(account):
+        return _calibrate_held_order(account, cost_of, remaining, guess)
     if currency == "approx" and q < 1 and isinstance(remaining, ApproxDP):
         from accounting.rdp import curve_to_approx_certified
 
@@ -171,6 +198,51 @@ def calibrate_noise_multiplier(account: Any, *, sample_rate: float, steps: int) 
 
         guess = 0.97 * _search(rdp_eps, remaining, guess, "noise multiplier")
     return _search(cost_of, remaining, guess, "noise multiplier")
+
+
+def _fresh_rdp(account: Any) -> bool:
+    """An rdp account holding one order for an (ε, δ) share, with nothing charged, split or planned yet."""
+    ladder = getattr(account, "ladder", None)
+    return (ladder is not None and ladder.top is None and hasattr(account, "hold") and not account.children
+            and not account.planned and not account.charge_counts())
+
+
+@lru_cache(maxsize=64)
+def _order_budgets(eps: Fraction, delta: Fraction) -> tuple[tuple[Fraction, Fraction], ...]:
+    """(order, budget) at every grid order where a budget meeting (ε, δ) is positive (:func:`rdp.order_budget`)."""
+    from accounting.rdp import ORDERS, order_budget
+
+    pairs = ((order, order_budget(order, eps, delta)) for order in ORDERS)
+    return tuple((order, budget) for order, budget in pairs if budget > 0)
+
+
+def _calibrate_held_order(account: Any, cost_of: Callable[[float], Cost], remaining: Cost, guess: float) -> float:
+    """Calibrate a fresh rdp account over every grid order, then hold the order the run fits best at.
+
+    The held order is chosen from public inputs (the sample rate, the steps and
+    the share) before any charge (:meth:`accounting.ledger.Account.hold`), so the
+    run is costed at the order best for it — the RDP calibration opacus and
+    dp-accounting do over their grids, at the filter's δ_F.
+    """
+    from accounting.ladder import filter_delta
+
+    budgets = _order_budgets(account.ladder.eps, filter_delta(account.ladder.delta))
+
+    def fractions(cost: Cost) -> list[tuple[Fraction, Fraction, Fraction]]:
+        assert isinstance(cost, RDP)
+        return [(order, value, budget) for order, budget in budgets
+                if (value := cost.at(order)) is not None]
+
+    def used_of(cost: Cost) -> tuple[float, bool]:
+        listed = fractions(cost)
+        if not listed:
+            return _REFUSED, False
+        return min(float(value / budget) for _, value, budget in listed), any(v <= b for _, v, b in listed)
+
+    z = _search(cost_of, remaining, guess, "noise multiplier", used_of)
+    order = min(fractions(cost_of(z)), key=lambda entry: entry[1] / entry[2])[0]
+    account.hold(order)
+    return z
 
 
 def calibrate_gaussian_sigma(account: Any, *, sensitivity: float,

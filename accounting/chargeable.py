@@ -91,6 +91,14 @@ class Receipt:
     analysis: bool
     remaining: Cost
 
+    def __str__(self) -> str:
+        what = f"[analysis] {self.note}" if self.analysis else self.mechanism
+        key = "" if self.partition is None else f" [partition {self.partition!r}]"
+        return (f"Receipt(#{self.seq} {account_name(self.account)}{key}: {what} charged {self.charged}, "
+                f"remaining {self.remaining})")
+
+    __repr__ = __str__  # every field is an attribute; the journal row holds them exactly
+
 
 @runtime_checkable
 class Chargeable(Protocol):

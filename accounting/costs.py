@@ -75,7 +75,7 @@ def show(value: Fraction, digits: int = 6) -> str:
     return f"{(Decimal(value.numerator) / Decimal(value.denominator)).normalize():.{digits}g}"
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class PureDP:
     """Pure ε-differential privacy (Dwork et al. 2006). ``eps`` ∈ [0, ∞): any :data:`Number`, stored as a Fraction."""
 
@@ -87,8 +87,10 @@ class PureDP:
     def __str__(self) -> str:
         return f"PureDP(eps={show(self.eps)})"
 
+    __repr__ = __str__  # six significant digits; the exact value is the field (and the JSON's "exact")
 
-@dataclass(frozen=True, init=False)
+
+@dataclass(frozen=True, init=False, repr=False)
 class ApproxDP:
     """Approximate (ε, δ)-differential privacy. ``eps`` ∈ [0, ∞), ``delta`` ∈ [0, 1): :data:`Number`, stored exactly."""
 
@@ -102,8 +104,10 @@ class ApproxDP:
     def __str__(self) -> str:
         return f"ApproxDP(eps={show(self.eps)}, delta={show(self.delta)})"
 
+    __repr__ = __str__
 
-@dataclass(frozen=True, init=False)
+
+@dataclass(frozen=True, init=False, repr=False)
 class ZCDP:
     """(Approximate) ρ-zero-concentrated DP (Bun & Steinke 2016, Def. 1.1 and 8.1).
 
@@ -123,6 +127,8 @@ class ZCDP:
         if self.delta:
             return f"ZCDP(rho={show(self.rho)}, delta={show(self.delta)})"
         return f"ZCDP(rho={show(self.rho)})"
+
+    __repr__ = __str__
 
 
 class GDP:
@@ -268,7 +274,7 @@ class RDP:
         return isinstance(other, RDP) and other.epsilons == self.epsilons and other.orders == self.orders
 
     def __hash__(self) -> int:
-        return hash(("RDP", self.epsilons, self.orders))
+        return hash((self.epsilons, self.orders))
 
     def __reduce__(self) -> tuple[type[RDP], tuple[tuple[Fraction, ...], tuple[Fraction, ...]]]:
         return (RDP, (self.epsilons, self.orders))  # pickle a slotted immutable value

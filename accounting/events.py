@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from fractions import Fraction
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
@@ -203,7 +204,28 @@ def cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_
     ``RdpAccountant`` (rounded up); gdp: μ² = Σ 1/z² of unsubsampled Gaussians;
     zcdp: Σ 1/(2z²) and ZCDp ρ; pure: Σ 1/b of Laplace events; approx: the ε at
     ``delta`` of dp-accounting's PLD of this one composition (rounded up).
+
+    A repeated event (DP-SGD charging one step at a time) is costed once: the
+    result is cached by the event's value (dp-accounting events are immutable
+    values; one holding a list, a composition, is costed afresh each time).
     """
+    try:
+        return _cached_cost(event, currency, relation, ledger_relation, delta)
+    except TypeError as why:
+        if "unhashable" not in str(why):
+            raise
+    return _cost_of_event(event, currency, relation, ledger_relation, delta)
+
+
+@lru_cache(maxsize=1024)
+def _cached_cost(event: dp_event.DpEvent, currency: str, relation: str, ledger_relation: str,
+                 delta: Fraction | None) -> tuple[Cost, dp_event.DpEvent | None]:
+    return _cost_of_event(event, currency, relation, ledger_relation, delta)
+
+
+def _cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger_relation: str,
+                   delta: Fraction | None) -> tuple[Cost, dp_event.DpEvent | None]:
+    """:func:`cost_of_event`, uncached."""
     event = checked_event(event)
     check_relation(relation)
     if (delta is None) != (currency != "approx"):
@@ -333,9 +355,18 @@ def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any
         raise TypeError(f"dp-accounting's PLDAccountant does not support {costed}")
     accountant.compose(costed)
     eps = float(accountant.get_epsilon(float(delta)))
-    if not math.isfinite(eps):
-        raise TypeError(f"{type(event).__name__} has no finite epsilon at delta={float(delta)}")
-    return ApproxDP(_round_up(eps), delta)
+    if math.isfinite(eps):
+        return ApproxDP(_round_up(eps), delta)
+    # δ below what the PLD resolves (dp-accounting truncates its tails at ~1e-15): the RDP conversion at δ bounds
+    # the same event's ε (any order's CKS conversion is valid, docs/accounting.md "Rényi DP").
+    from accounting.rdp import curve_to_approx_certified
+
+    try:
+        curve = _rdp_cost(event, costed, neighbours)
+    except TypeError:
+        raise TypeError(f"{type(event).__name__} has no finite epsilon at delta={float(delta)} (its PLD does not "
+                        "resolve that delta and it has no RDP curve)") from None
+    return ApproxDP(curve_to_approx_certified(curve.epsilons, delta, curve.orders), delta)
 
 
 def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relation: str = "add_remove",
@@ -347,16 +378,19 @@ def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relati
     order at which the most copies of the plan fit the share
     (:func:`accounting.rdp.held_for_workload`), with the budget there that
     converts to exactly the share. The plan fits iff its own conversion at that
-    order is ≤ ε. For a budget curve over many orders instead, scale the plan's
-    curve with :func:`accounting.rdp.scaled_to_share`.
+    order is ≤ ε. The budget meets ε at the filter's δ_F = (1 − λ)δ
+    (:func:`accounting.ladder.filter_delta`: the rest is the odometer's). For a
+    budget curve over many orders instead, scale the plan's curve with
+    :func:`accounting.rdp.scaled_to_share` to (ε, δ_F).
     """
+    from accounting.ladder import filter_delta
     from accounting.rdp import held_for_workload
 
     event = checked_event(event)
     check_relation(relation)
     costed, neighbours, _ = _pair_form(event, relation, ledger_relation, "rdp")
     curve = _rdp_cost(event, costed, neighbours)
-    return held_for_workload(curve, as_fraction(eps, "eps"), as_fraction(delta, "delta"))
+    return held_for_workload(curve, as_fraction(eps, "eps"), filter_delta(as_fraction(delta, "delta")))
 
 
 def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, relation: str,
@@ -365,7 +399,7 @@ def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, r
     exact_delta = None if delta is None else check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     cost, pair = cost_of_event(event, account.currency, relation, account.relation, exact_delta)
     return account._charge(cost, mechanism, account.relation, partition, note, analysis=False,
-                           event=pair, from_event=True)
+                           event=pair, from_event=True, requested=(relation, event))
 
 
 # ----- the ledger as one event -------------------------------------------------------------------
@@ -394,9 +428,15 @@ def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | 
 def to_dp_event(ledger: Ledger) -> dp_event.ComposedDpEvent:
     """:meth:`accounting.ledger.Ledger.to_dp_event` (all charges, partitions composed sequentially)."""
     with ledger._lock:
-        history = sorted((entry[0], account.path, *entry[1:]) for account in ledger.accounts()
-                         for entry in account._history)
-    return dp_event.ComposedDpEvent([_charge_event(*entry) for entry in history])
+        charges = sorted((seq, account.path, charged, event, from_event, count) for account in ledger.accounts()
+                         for seq, charged, event, from_event, count in account.charge_counts())
+    return dp_event.ComposedDpEvent([_repeated(_charge_event(seq, path, charged, event, from_event), count)
+                                     for seq, path, charged, event, from_event, count in charges])
+
+
+def _repeated(event: dp_event.DpEvent, count: int) -> dp_event.DpEvent:
+    """``event`` composed ``count`` times (itself once)."""
+    return event if count == 1 else dp_event.SelfComposedDpEvent(event, count)
 
 
 # ----- journal form ------------------------------------------------------------------------------

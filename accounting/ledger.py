@@ -57,17 +57,20 @@ from accounting.costs import (
     ApproxDP,
     Cost,
     Number,
-    PureDP,
     Relation,
     check_cost,
     check_relation,
     cost_from_dict,
     cost_to_dict,
 )
+from accounting.journal.errors import JournalReadOnlyError
 from accounting.journal.persistence import replay, restore
 from accounting.journal.store import JournalStore, Transaction, open_journal
+from accounting.ladder import ODOMETER_ORDERS
 from accounting.spend import CURRENCIES, Currency, currency_of, exhausted, in_currency
+from accounting.split import tracked_orders
 from accounting.uncopyable import Uncopyable
+from accounting.validation import check_exact
 
 __all__ = ["CURRENCIES", "Account", "BudgetExceeded", "Currency", "Ledger", "PartitionKey", "Receipt"]
 
@@ -113,6 +116,8 @@ class Ledger(Uncopyable):
         currency = currency_of(budget)
         orders = budget.orders if isinstance(budget, RDP) else ORDERS
         vector = in_currency(budget, currency, "", orders)
+        # An RDP budget also keeps its spend at the rung orders its claim reads (accounting.claims.native_ladder).
+        tracked = tracked_orders(orders, ODOMETER_ORDERS) if currency == "rdp" else ORDERS
         if exhausted(vector, currency, orders):
             raise ValueError(f"budget must be positive (eps > 0, rho > 0, mu > 0 or an RDP curve > 0 at every order), "
                              f"got {budget}")
@@ -125,7 +130,7 @@ class Ledger(Uncopyable):
         self._accounts: dict[str, Account] = {}
         self.service_rows: list[tuple[int, str, dict[str, Any]]] = []
         """The journal's ``"stopped"``/``"restored"`` rows (seq, kind, payload), in order (docs/service.md)."""
-        self.root = Account(self, "", currency, vector, None, vector, orders)
+        self.root = Account(self, "", currency, vector, None, vector, orders, tracked=tracked)
         self._journal: JournalStore | None = None
         self.journal_path: str | None = None
         if journal is not None and not _in_memory(journal):
@@ -255,6 +260,12 @@ class Ledger(Uncopyable):
         if self._closed:
             raise RuntimeError("ledger is closed")
 
+    def _check_writable(self) -> None:
+        """Refuse a charge or split on a journal opened read-only, before any budget question is asked."""
+        if self.read_only:
+            raise JournalReadOnlyError(f"journal {self.journal_path} was opened read-only: it can be shown, "
+                                       "not charged (open it with Ledger.from_journal(path) to charge)")
+
     # ----- public API ---------------------------------------------------------------------------
     @property
     def budget(self) -> Cost:
@@ -300,41 +311,52 @@ class Ledger(Uncopyable):
         """Every account, root first, depth first."""
         return list(self.root.walk())
 
-    def guarantee(self, delta: Number | None = None, *, nonadaptive: bool = False) -> ApproxDP | PureDP:
-        """The privacy of everything spent so far, as (ε, δ) (or pure ε): an odometer figure.
+    def guarantee(self, delta: Number | None = None) -> Claim:
+        """The claim: (ε, δ)-DP of everything charged so far, valid however the charges were chosen.
 
-        Composition comes before conversion: pure and approx charges add; the
-        accounts of each other currency are pooled and each pool is converted
-        once (:mod:`accounting.pooling`, ``docs/accounting.md``).
-
-        This is the realised spend; it is a valid claim when the costs were
-        fixed in advance. Under adaptively chosen costs the valid claim is the
-        budget (the filter), :attr:`budget`.
+        It holds under fully adaptive composition (mechanisms *and* their costs
+        chosen from earlier releases), ex post: the ε is read off the run's own
+        transcript (:mod:`accounting.claims`; the theorem and its conditions:
+        docs/accounting.md, "Claims"). It never exceeds the budget. Its parts
+        say which account contributed what, and on which basis: the realised ε
+        of pure and approx charges, each zCDP/GDP/RDP account's odometer ladder
+        (:mod:`accounting.ladder`), or a plan declared before an account's first
+        charge (:meth:`Account.plan`).
 
         Parameters
         ----------
         delta : real in (0, 1), optional
-            The δ of the stated guarantee. Needed for a zCDP, GDP or RDP
-            budget (for zCDP it must exceed the δ of approximate-zCDP charges).
-            For a pure or approx budget the guarantee is (ε, δ_spent); a
-            ``delta`` ≥ δ_spent returns (ε, delta), which that implies, and a
-            smaller one is refused (``ValueError``) rather than ignored.
-        nonadaptive : bool
-            Instead, every recorded charge composed as one mechanism (PLD, or
-            RDP where some charge has no PLD) and converted once at ``delta``
-            (default for a pure or approx budget: the δ spent). Valid only if
-            the sequence of charges was fixed before any data were seen
-            (:mod:`accounting.nonadaptive`); a charge without a curve raises
-            ``TypeError`` naming it.
+            For a pure or approx budget the claim is stated at the budget's δ (0
+            for pure); a larger ``delta`` is accepted (the claim implies it), a
+            smaller one refused. For a zCDP, GDP or RDP budget ``delta`` is
+            required and must be fixed without looking at the data (the ladder is
+            built from it).
+
+        Returns
+        -------
+        Claim
+            ``eps``, ``delta``, ``parts``; ``claim.cost`` as an ApproxDP/PureDP.
         """
-        from accounting.pooling import pooled_guarantee
+        from accounting.claims import ledger_claim
+
+        exact = None if delta is None else check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
+        with self._fresh():
+            return ledger_claim(self, exact)
+
+    def nonadaptive_figure(self, delta: Number | None = None) -> ApproxDP:
+        """Every recorded charge composed as one mechanism, converted once: NOT a claim under adaptivity.
+
+        Valid only if the sequence of charges was fixed before any data were
+        seen (:mod:`accounting.nonadaptive`); a charge without a curve raises
+        ``TypeError`` naming it. ``delta`` defaults, for a pure or approx budget,
+        to the δ the charges spent. To claim a figure like this one for a run
+        whose costs are fixed in advance, declare them with :meth:`Account.plan`
+        before the first charge.
+        """
+        from accounting.nonadaptive import nonadaptive_guarantee
 
         with self._fresh():
-            if nonadaptive:
-                from accounting.nonadaptive import nonadaptive_guarantee
-
-                return nonadaptive_guarantee(self, delta)
-            return pooled_guarantee(self, delta)
+            return nonadaptive_guarantee(self, delta)
 
     def to_dp_event(self) -> Any:
         """Everything charged so far as one dp-accounting ``ComposedDpEvent``, in pair form.
@@ -394,6 +416,9 @@ def _open(journal: object, *, create: dict[str, Any] | None = None, read_only: b
                         f"None, got {type(journal).__name__}")
     return open_journal(journal, create=create, read_only=read_only)
 
+
+if TYPE_CHECKING:
+    from accounting.claims import Claim
 
 if TYPE_CHECKING:  # mypy proves that accounts and ledgers are what mechanisms need (accounting.chargeable)
     _ACCOUNT_HAS_BUDGET: type[Budgeted] = Account

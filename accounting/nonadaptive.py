@@ -47,17 +47,21 @@ from accounting.validation import check_exact
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
 
-__all__ = ["LABEL", "nonadaptive_guarantee"]
+__all__ = ["LABEL", "Charge", "composed_figure", "nonadaptive_guarantee"]
 
 LABEL = "non-adaptive (all charges composed: valid if the sequence of charges was fixed before any data were seen)"
 _INTERVAL = 1e-4
 _MAX_PARAMETER_PLDS = 200  # distinct (ε, δ) charges composed as privacy-parameter PLDs
 
 
-def _charges(ledger: Ledger) -> Iterator[tuple[int, str, Cost, Any, bool]]:
-    history = sorted((entry[0], account.path, *entry[1:]) for account in ledger.accounts()
-                     for entry in account._history)
-    yield from history
+#: A distinct charge and how often it was made: (first seq, account path, charged, pair-form event, from an event,
+#: count). A plan's items take the same form (:mod:`accounting.plans`).
+Charge = tuple[int, str, Cost, Any, bool, int]
+
+
+def _charges(ledger: Ledger) -> Iterator[Charge]:
+    yield from sorted((seq, account.path, charged, event, from_event, count) for account in ledger.accounts()
+                      for seq, charged, event, from_event, count in account.charge_counts())
 
 
 def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
@@ -83,35 +87,45 @@ def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
     if cached is not None and cached[0] == (ledger._seq, target):
         result: ApproxDP = cached[1]
         return result
-    charges = list(_charges(ledger))
-    eps = Fraction(0)
-    if charges:
-        figure = _gdp_figure(charges, target)
-        if figure is None:
-            figure = _pld_figure(charges, target)
-        eps = _rdp_figure(charges, target) if figure is None else figure
+    eps = composed_figure(list(_charges(ledger)), target)
     result = ApproxDP(eps if odometer is None else min(eps, odometer), target)
     ledger._nonadaptive_cache = ((ledger._seq, target), result)
     return result
+
+
+def composed_figure(charges: list[Charge], delta: Fraction) -> Fraction:
+    """ε at δ of ``charges`` composed as one mechanism: GDP, else one PLD, else RDP (module docstring)."""
+    if not charges:
+        return Fraction(0)
+    figure = _gdp_figure(charges, delta)
+    if figure is None:
+        figure = _pld_figure(charges, delta)
+    return _rdp_figure(charges, delta) if figure is None else figure
+
+
+def _repeat(event: Any, count: int) -> Any:
+    from dp_accounting import SelfComposedDpEvent
+
+    return event if count == 1 else SelfComposedDpEvent(event, count)
 
 
 def _where(seq: int, path: str, charged: Cost) -> str:
     return f"charge #{seq} on account {account_name(path)!r} ({charged})"
 
 
-def _gdp_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction | None:
+def _gdp_figure(charges: list[Charge], delta: Fraction) -> Fraction | None:
     """ε at δ of √(Σμᵢ²)-GDP if every charge is a plain GDP charge, else None (module docstring)."""
     if not all(isinstance(charged, GDP) and not (from_event and event is not None)
-               for _seq, _path, charged, event, from_event in charges):
+               for _seq, _path, charged, event, from_event, _count in charges):
         return None
     from accounting.gdp import gdp_to_approx_certified
 
-    mu_squared = sum((charged.mu_squared for _seq, _path, charged, _event, _from in charges
+    mu_squared = sum((count * charged.mu_squared for _seq, _path, charged, _event, _from, count in charges
                       if isinstance(charged, GDP)), Fraction(0))
     return gdp_to_approx_certified(mu_squared, delta)
 
 
-def _pld_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction | None:
+def _pld_figure(charges: list[Charge], delta: Fraction) -> Fraction | None:
     """ε at δ of one PLD of every charge, or None if some charge has no PLD (module docstring)."""
     from dp_accounting import ComposedDpEvent, NeighboringRelation
     from dp_accounting.pld import common, pld_privacy_accountant, privacy_loss_distribution
@@ -122,15 +136,15 @@ def _pld_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction
     events: list[Any] = []
     mu_squared = Fraction(0)
     parameters: Counter[tuple[Fraction, Fraction]] = Counter()
-    for _seq, _path, charged, event, from_event in charges:
+    for _seq, _path, charged, event, from_event, count in charges:
         if from_event and event is not None:
-            events.append(event)
+            events.append(_repeat(event, count))
         elif isinstance(charged, GDP):
-            mu_squared += charged.mu_squared
+            mu_squared += count * charged.mu_squared
         elif isinstance(charged, PureDP):
-            parameters[(charged.eps, Fraction(0))] += 1
+            parameters[(charged.eps, Fraction(0))] += count
         elif isinstance(charged, ApproxDP):
-            parameters[(charged.eps, charged.delta)] += 1
+            parameters[(charged.eps, charged.delta)] += count
         else:
             return None
     if mu_squared:
@@ -157,7 +171,7 @@ def _pld_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction
     return _round_up(eps_float) if eps_float < float("inf") else None
 
 
-def _rdp_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction) -> Fraction:
+def _rdp_figure(charges: list[Charge], delta: Fraction) -> Fraction:
     """ε at δ of the summed RDP curves of every charge (module docstring); TypeError if one has none."""
     from dp_accounting import ComposedDpEvent, NeighboringRelation
 
@@ -167,20 +181,22 @@ def _rdp_figure(charges: list[tuple[int, str, Cost, Any, bool]], delta: Fraction
 
     curves: list[RDP] = []
     events: list[Any] = []
-    for seq, path, charged, event, from_event in charges:
+    for seq, path, charged, event, from_event, count in charges:
         if from_event and event is not None:
-            events.append(event)
-        elif isinstance(charged, RDP):
-            curves.append(charged)
+            events.append(_repeat(event, count))
+            continue
+        if isinstance(charged, RDP):
+            curve = charged
         elif isinstance(charged, GDP):
-            curves.append(RDP._exact(rdp.gaussian_curve(charged.mu_squared / 2), ORDERS))
+            curve = RDP._exact(rdp.gaussian_curve(charged.mu_squared / 2), ORDERS)
         elif isinstance(charged, ZCDP) and charged.delta == 0:
-            curves.append(RDP._exact(rdp.gaussian_curve(charged.rho), ORDERS))
+            curve = RDP._exact(rdp.gaussian_curve(charged.rho), ORDERS)
         elif isinstance(charged, PureDP) or (isinstance(charged, ApproxDP) and charged.delta == 0):
-            curves.append(RDP._exact(rdp.pure_curve(charged.eps), ORDERS))
+            curve = RDP._exact(rdp.pure_curve(charged.eps), ORDERS)
         else:
             raise TypeError(f"{_where(seq, path, charged)} has neither a PLD nor an RDP curve: no non-adaptive "
                             "figure composes it")
+        curves.append(curve if count == 1 else RDP._exact(tuple(count * e for e in curve.epsilons), curve.orders))
     if events:
         composed = checked_event(ComposedDpEvent(events))
         curves.append(_rdp_cost(composed, composed, NeighboringRelation.ADD_OR_REMOVE_ONE))

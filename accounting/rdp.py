@@ -47,8 +47,8 @@ from accounting.validation import check_exact
 if TYPE_CHECKING:
     import mpmath  # imported where used (60-digit certification): not on the import path
 
-__all__ = ["ORDERS", "RDP", "curve_to_approx_certified", "gaussian_curve", "held_for_share", "held_for_workload",
-           "largest_gaussian_rho", "order_budget", "pure_curve", "scaled_to_share"]
+__all__ = ["ORDERS", "RDP", "best_order", "curve_to_approx_certified", "gaussian_curve", "held_for_share",
+           "held_for_workload", "largest_gaussian_rho", "order_budget", "pure_curve", "scaled_to_share"]
 
 _DIGITS = 50
 
@@ -94,15 +94,11 @@ def curve_to_approx_certified(epsilons: Sequence[Fraction], delta: Fraction,
     check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
     if not any(epsilons):
         return Fraction(0)
-    tau = np.array([float(e) for e in epsilons])
     if float(delta) ** 2 + math.expm1(-float(min(epsilons))) > 1e-12:  # δ ≥ √(1 − e^{−τ}) ≥ TV distance
         with mpmath.workdps(_DIGITS):
             if _mp(delta) ** 2 + mpmath.expm1(-_mp(min(epsilons))) >= 0:
                 return Fraction(0)
-    grid = _order_array(tuple(orders))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        bound = tau + np.log1p(-1 / grid) - (math.log(float(delta)) + np.log(grid)) / (grid - 1)
-    best = int(np.nanargmin(bound))
+    best = _best_index(epsilons, delta, tuple(orders))
     with mpmath.workdps(_DIGITS):
         a = _mp(orders[best])
         value = _mp(epsilons[best]) + mpmath.log(1 - 1 / a) - (mpmath.log(_mp(delta)) + mpmath.log(a)) / (a - 1)
@@ -110,6 +106,20 @@ def curve_to_approx_certified(epsilons: Sequence[Fraction], delta: Fraction,
             return Fraction(0)
         scaled = mpmath.ceil(value * 10**20 * (1 + mpmath.mpf(10) ** -30))
     return Fraction(int(scaled), 10**20)
+
+
+def _best_index(epsilons: Sequence[Fraction], delta: Fraction, orders: tuple[Fraction, ...]) -> int:
+    """Index of the order whose CKS bound of the curve at δ is smallest (in floats)."""
+    tau = np.array([float(e) for e in epsilons])
+    grid = _order_array(orders)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bound = tau + np.log1p(-1 / grid) - (math.log(float(delta)) + np.log(grid)) / (grid - 1)
+    return int(np.nanargmin(bound))
+
+
+def best_order(epsilons: Sequence[Fraction], delta: Fraction, orders: tuple[Fraction, ...] = ORDERS) -> Fraction:
+    """The order at which :func:`curve_to_approx_certified` converts the curve (its best order at δ)."""
+    return orders[_best_index(epsilons, delta, orders)]
 
 
 def largest_gaussian_rho(eps: Fraction, delta: Fraction) -> Fraction:

@@ -1,17 +1,20 @@
 """The budget tree as a text table and as JSON: what "auditing a budget split" reads.
 
-Per account: budget, what was allocated to sub-accounts (their shares, in this
-account's currency), what was charged to the account itself (sequential
-charges plus the max over partition keys), remaining, what was really used
-(charges of the account and its descendants), the currency, the converted
-(ε, δ) of that use, and per mechanism the number of its charges and their
-total, composed like the account (partitions by max). Analysis-only charges (a
-theorem, not noise, e.g. paper Lemma 6.1) are marked ``[analysis]`` with their
-reason. An account its parent split off under a partition key is labelled
-``[partition k]`` (JSON ``"partition"``, null otherwise); its parent's
-allocated column composes the keys by max. The root account is named ``<root>`` everywhere. Below the table: the
-filter (the claim), the odometer, and the non-adaptive figure
-(:mod:`accounting.nonadaptive`), each labelled with when it is valid.
+Per account: its currency, its budget in its own units beside the (ε, δ) share
+it was given, what it allocated to sub-accounts, what was charged to it
+(sequential charges plus the max over partition keys), what remains, and its
+claim (ε, δ) with the basis it rests on (:mod:`accounting.claims`); per
+mechanism the number of its charges and their total, composed like the account
+(partitions by max). Analysis-only charges (a theorem, not noise, e.g. paper
+Lemma 6.1) are marked ``[analysis]`` with their reason; an account split off
+under a partition key is labelled ``[partition k]``. The root is ``<root>``.
+
+Below the table, in this order: **the claim** (the number to publish, and why
+it is valid), **the budget** (the filter, always valid), the declared plans, the
+accounts that compose in parallel (with the disjointness rule), and — labelled
+as *not* a claim — the non-adaptive figure of the same charges
+(:mod:`accounting.nonadaptive`). Text shows 4 significant digits; the JSON
+keeps floats and the exact ``num/den`` values.
 """
 
 from __future__ import annotations
@@ -21,28 +24,42 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import account_name
+from accounting.claims import BASES, Claim
 from accounting.costs import GDP, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 if TYPE_CHECKING:
-    from accounting.ledger import Account, Ledger
-    from accounting.pooling import Pool
+    from accounting.account import Account
+    from accounting.ledger import Ledger
+
+__all__ = ["cost_json", "format_cost", "render_json", "render_text"]
+
+NONADAPTIVE = ("non-adaptive composition of the same charges (NOT a claim: valid only if every cost had been "
+               "fixed before any data were seen; declare a plan to claim such a figure)")
+PARALLEL_RULE = ("charges and sub-accounts under distinct partition keys compose by max: everything under one key "
+                 "must touch only users nothing under another key touches, and must not read their data")
 
 
-def format_cost(cost: Cost | None) -> str:
-    """Short human form: ``ε=1.333``, ``ε=1.333 δ=0.006667``, ``ρ=0.1457``."""
+def _num(value: Fraction | float, digits: int = 4) -> str:
+    return f"{float(value):.{digits}g}"
+
+
+def format_cost(cost: Cost | Claim | None) -> str:
+    """Short human form, 4 significant digits: ``ε=1.333``, ``ε=1.333 δ=0.006667``, ``ρ=0.1457``, ``μ=1.6``."""
     if cost is None:
         return "-"
+    if isinstance(cost, Claim):
+        cost = cost.cost
     if isinstance(cost, PureDP):
-        return f"ε={float(cost.eps):.6g}"
+        return f"ε={_num(cost.eps)}"
     if isinstance(cost, ApproxDP):
-        return f"ε={float(cost.eps):.6g} δ={float(cost.delta):.4g}"
+        return f"ε={_num(cost.eps)} δ={_num(cost.delta)}"
     if isinstance(cost, GDP):
-        return f"μ={cost.mu:.6g}"
+        return f"μ={_num(cost.mu)}"
     if isinstance(cost, RDP):
         shown = [o for o in (Fraction(2), Fraction(32)) if o in cost.orders] if len(cost.orders) > 3 else []
-        return "RDP " + " ".join(f"ε({float(o):g})={float(cost.at(o) or 0):.4g}" for o in (shown or cost.orders))
-    text = f"ρ={float(cost.rho):.6g}"
-    return text + (f" δ={float(cost.delta):.4g}" if cost.delta else "")
+        return "RDP " + " ".join(f"ε({float(o):g})={_num(cost.at(o) or 0)}" for o in (shown or cost.orders))
+    text = f"ρ={_num(cost.rho)}"
+    return text + (f" δ={_num(cost.delta)}" if cost.delta else "")
 
 
 def cost_json(cost: Cost | None) -> dict[str, Any] | None:
@@ -73,33 +90,40 @@ def cost_json(cost: Cost | None) -> dict[str, Any] | None:
     return out
 
 
-def _guarantee(ledger: Ledger) -> Cost | None:
-    return ledger.guarantee() if ledger.currency in ("pure", "approx") else None
+def _share(account: Account) -> ApproxDP | PureDP | None:
+    """The (ε, δ) share an account was given (the root: its budget if that is one), or None."""
+    if account.ladder is not None:
+        return ApproxDP(account.ladder.eps, account.ladder.delta)
+    if account.currency == "pure":
+        return PureDP(account._budget[0])
+    if account.currency == "approx":
+        return ApproxDP(account._budget[0], account._budget[1])
+    return None
 
 
-def _pools(ledger: Ledger) -> list[Pool]:
-    from accounting.pooling import pools
-
-    if ledger.currency != "approx":
-        return []
-    with ledger._lock:
-        return pools(ledger)[1]
-
-
-_FILTER = "filter (the budget: the claim under adaptively chosen costs)"
-_ODOMETER = "odometer (realised spend, composed then converted: a claim only if the costs were fixed in advance)"
+def _basis(account: Account) -> str:
+    if account.ladder is None:
+        return "" if account.currency in ("pure", "approx") else "(in its parent's claim)"
+    if account.planned:
+        return "[plan]"
+    return "[filter]" if account.ladder.top_delta == account.ladder.delta else "[odometer]"
 
 
-def _nonadaptive(ledger: Ledger) -> tuple[Cost | None, str]:
-    """The non-adaptive figure at the δ spent (pure/approx budgets), or None and why not."""
-    from accounting.nonadaptive import LABEL
-
+def _claim(ledger: Ledger) -> tuple[Claim | None, str]:
+    """The ledger's claim, or None and why (a zCDP/GDP/RDP budget states it at a δ the caller gives)."""
     if ledger.currency not in ("pure", "approx"):
-        return None, f"{LABEL}: ledger.guarantee(delta, nonadaptive=True)"
+        return None, f"claim: ledger.guarantee(delta) for a {ledger.currency} budget, at a delta fixed in advance"
+    return ledger.guarantee(), ""
+
+
+def _nonadaptive(ledger: Ledger, claim: Claim | None) -> tuple[ApproxDP | None, str]:
+    """The non-adaptive figure at the claim's δ, or None and why not."""
+    if claim is None or claim.delta == 0:
+        return None, "none: a pure ledger's claim is already its realised ε" if claim is not None else "-"
     try:
-        return ledger.guarantee(nonadaptive=True), LABEL
+        return ledger.nonadaptive_figure(claim.delta), ""
     except (TypeError, ValueError) as why:
-        return None, f"{LABEL}: none ({why})"
+        return None, f"none ({why})"
 
 
 def _mechanism_line(account: Account, use: dict[str, Any]) -> str:
@@ -109,21 +133,51 @@ def _mechanism_line(account: Account, use: dict[str, Any]) -> str:
     return f"  {account_name(account.path)}: {tag}{what} ×{use['count']}{keys}: {format_cost(use['total'])}"
 
 
+def _ladder_line(account: Account) -> str:
+    ladder = account.ladder
+    assert ladder is not None
+    if account.planned:
+        plan = account.declared_plan
+        assert plan is not None
+        return f"  {account.path}: plan {plan.describe()}; its figure ε={_num(plan.claim_eps)}"
+    if ladder.top_delta == ladder.delta:
+        return f"  {account.path}: its budget (journalled before odometer ladders existed)"
+    share = f"fixed from its share ε={_num(ladder.eps)} δ={_num(ladder.delta)}"
+    rungs = [(o, d) for o, d in zip(ladder.orders, ladder.deltas, strict=True)]
+    held = [f"α={float(o):g} at δ={_num(d)} (its budget's order)" for o, d in rungs if d > ladder.delta / 2]
+    others = [o for o, d in rungs if d <= ladder.delta / 2]
+    top = [] if ladder.top is None else [f"its budget's own ε={_num(ladder.top)} at δ={_num(ladder.top_delta)}"]
+    lower = [f"Rényi rungs α={', '.join(f'{float(o):g}' for o in others)} at δ={_num(rungs[-1][1])} each"] \
+        if others else []
+    return f"  {account.path}: " + "; ".join(top + held + lower) + f", {share}"
+
+
 def render_text(ledger: Ledger) -> str:
-    """Fixed-width table of the budget tree, then the filter, odometer and non-adaptive figures."""
-    header = ("account", "currency", "budget", "allocated to sub-accounts", "charged", "remaining", "used",
-              "used as (ε, δ)")
+    """Fixed-width table of the budget tree, then the claim, the budget, plans, parallel keys, non-claims."""
+    header = ("account", "currency", "budget", "its share (ε, δ)", "allocated", "charged", "remaining",
+              "claim (ε, δ)")
     rows: list[tuple[str, ...]] = []
     details: list[str] = []
+    ladders: list[str] = []
+    parallel: list[str] = []
     for account in ledger.accounts():
         depth = account.path.count("/") + (1 if account.path else 0)
         label = "  " * depth + (account.name if account.path else account_name(""))
-        if account.partition is not None:
+        if account.partition is not None and account.parent is not None:
             label += f" [partition {account.partition!r}]"
+            parallel.append(f"  {account.path}: split off under key {account.partition!r} of "
+                            f"{account_name(account.parent.path)}")
         allocated = format_cost(account.allocated) if account.children else "-"
-        rows.append((label, account.currency, format_cost(account.budget), allocated, format_cost(account.charged),
-                     format_cost(account.remaining), format_cost(account.used), format_cost(account.converted())))
+        own = account.converted()
+        rows.append((label, account.currency, format_cost(account.budget), format_cost(_share(account)), allocated,
+                     format_cost(account.charged), format_cost(account.remaining),
+                     (format_cost(own) + " " + _basis(account)).strip() if own is not None else _basis(account)))
         details.extend(_mechanism_line(account, use) for use in account.usage())
+        if account.ladder is not None and account.path:
+            ladders.append(_ladder_line(account))
+        keyed = sorted({str(k) for k in account._partitions})
+        if len(keyed) > 1:
+            parallel.append(f"  {account_name(account.path)}: charges under {len(keyed)} keys")
     widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
     lines = [f"Privacy ledger — budget {format_cost(ledger.budget)} ({ledger.currency}, relation {ledger.relation})"]
     if ledger.journal_path:
@@ -135,16 +189,23 @@ def render_text(ledger: Ledger) -> str:
     lines.append("charges by mechanism:" if details else "charges by mechanism: none")
     lines.extend(details)
     lines.append("")
-    lines.append(f"{_FILTER}: {format_cost(ledger.budget)}")
-    guarantee = _guarantee(ledger)
-    if guarantee is not None:
-        lines.append(f"{_ODOMETER}: {format_cost(guarantee)}")
-    for pool in _pools(ledger):
-        lines.append(f"  pooled {pool.currency} [{', '.join(pool.accounts)}]: {format_cost(pool.used)} at "
-                     f"δ={float(pool.delta):.4g} → ε={float(pool.eps_pooled):.6g} "
-                     f"(converted one by one: ε={float(pool.eps_separately):.6g})")
-    figure, label = _nonadaptive(ledger)
-    lines.append(f"{label}: {format_cost(figure)}" if figure is not None else label)
+    claim, why_not = _claim(ledger)
+    if claim is None:
+        lines.append(why_not)
+    else:
+        lines.append(f"CLAIM (publish this): {format_cost(claim)} — valid however the charges were chosen "
+                     "(fully adaptive composition), read off this run (docs/accounting.md, \"Claims\")")
+        for part in claim.parts:
+            lines.append(f"  {account_name(part.path)}"
+                         + (f" [partition {part.partition!r}]" if part.partition is not None else "")
+                         + f": ε={_num(part.eps)} — {BASES[part.basis]}")
+        lines.extend(ladders)
+    lines.append(f"budget (the filter: refuses charges past it; always valid): {format_cost(ledger.budget)}")
+    if parallel:
+        lines.append(f"parallel composition ({PARALLEL_RULE}):")
+        lines.extend(parallel)
+    figure, why = _nonadaptive(ledger, claim)
+    lines.append(f"{NONADAPTIVE}: {format_cost(figure) if figure is not None else why}")
     if ledger.service_rows:
         lines.append("")
         lines.append("stops and restores (spend nothing; docs/service.md):")
@@ -154,18 +215,23 @@ def render_text(ledger: Ledger) -> str:
 
 
 def _account_json(account: Account) -> dict[str, Any]:
+    claim = account.converted()
     return {
         "path": account.path,
         "name": account_name(account.path) if not account.path else account.name,
         "partition": account.partition,
         "currency": account.currency,
         "budget": cost_json(account.budget),
+        "share": cost_json(_share(account)),
         "allocated": cost_json(account.allocated),
         "charged": cost_json(account.charged),
         "spent": cost_json(account.spent),
         "remaining": cost_json(account.remaining),
         "used": cost_json(account.used),
-        "converted": cost_json(account.converted()),
+        "claim": cost_json(claim),
+        "claim_basis": _basis(account).strip("[]") or None,
+        "ladder": None if account.ladder is None else account.ladder.to_dict(),
+        "plan": None if account.declared_plan is None else account.declared_plan.to_dict(),
         "charges": [
             {"mechanism": use["mechanism"], "analysis": use["analysis"], "reason": use["reason"],
              "count": use["count"], "partitions": use["partitions"], "total": cost_json(use["total"])}
@@ -175,20 +241,30 @@ def _account_json(account: Account) -> dict[str, Any]:
     }
 
 
+def claim_json(claim: Claim) -> dict[str, Any]:
+    """A claim as JSON: ε and δ (floats and exact), what it means, and its parts with their bases."""
+    return {"eps": float(claim.eps), "delta": float(claim.delta),
+            "exact": {"eps": str(claim.eps), "delta": str(claim.delta)},
+            "means": "(eps, delta)-DP ex post, valid under fully adaptive composition (docs/accounting.md, Claims)",
+            "parts": [{"account": part.path, "partition": part.partition, "basis": part.basis,
+                       "basis_means": BASES[part.basis], "eps": float(part.eps), "exact_eps": str(part.eps)}
+                      for part in claim.parts]}
+
+
 def render_json(ledger: Ledger) -> str:
-    """JSON document: budget, relation, guarantee and the account tree (exact and float fields)."""
-    figure, label = _nonadaptive(ledger)
+    """JSON document: budget, relation, the claim and its parts, the non-claims, the account tree."""
+    claim, why_not = _claim(ledger)
+    figure, why = _nonadaptive(ledger, claim)
     document = {
         "budget": cost_json(ledger.budget),
         "relation": ledger.relation,
         "journal": ledger.journal_path,
-        "guarantee": cost_json(_guarantee(ledger)),
-        "claim": {"filter": cost_json(ledger.budget), "odometer": cost_json(_guarantee(ledger)),
-                  "nonadaptive": cost_json(figure), "filter_means": _FILTER, "odometer_means": _ODOMETER,
-                  "nonadaptive_means": label},
-        "pools": [{"currency": p.currency, "accounts": p.accounts, "used": cost_json(p.used),
-                   "delta": float(p.delta), "eps_pooled": float(p.eps_pooled),
-                   "eps_separately": float(p.eps_separately), "eps": float(p.eps)} for p in _pools(ledger)],
+        "claim": None if claim is None else claim_json(claim),
+        "claim_missing": why_not or None,
+        "filter": {"budget": cost_json(ledger.budget), "means": "the budget: refuses charges past it; always valid"},
+        "not_claims": {"nonadaptive": cost_json(figure), "nonadaptive_means": NONADAPTIVE,
+                       "nonadaptive_missing": why or None},
+        "parallel_rule": PARALLEL_RULE,
         "accounts": _account_json(ledger.root),
         "service_rows": [{"seq": seq, "kind": kind, **row} for seq, kind, row in ledger.service_rows],
     }

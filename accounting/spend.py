@@ -27,8 +27,8 @@ from accounting import convert, gdp, rdp
 from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 __all__ = [
-    "CURRENCIES", "FUNDABLE", "ZERO", "Currency", "Vector", "add", "as_cost", "currency_of", "exhausted", "fits",
-    "as_curve", "in_currency", "is_currency", "is_zero", "rdp_curve", "sub", "to_approx", "widest",
+    "CURRENCIES", "FUNDABLE", "UNBOUNDED", "ZERO", "Currency", "Vector", "add", "as_cost", "currency_of", "exhausted",
+    "fits", "as_curve", "in_currency", "is_currency", "is_zero", "rdp_curve", "sub", "to_approx", "widest",
 ]
 
 Currency = Literal["pure", "approx", "zcdp", "gdp", "rdp"]
@@ -123,12 +123,14 @@ def currency_of(cost: Cost) -> Currency:
     return "zcdp"
 
 
-def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ...] = ORDERS) -> Vector:
-    """The cost as a spend vector of ``currency`` (rdp: at ``orders``); TypeError where the math forbids it."""
+def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ...] = ORDERS,
+                held: tuple[Fraction, ...] | None = None) -> Vector:
+    """The cost as a spend vector of ``currency`` (rdp: at ``orders``, see :func:`rdp_curve`); TypeError where the
+    math forbids it."""
     if isinstance(cost, ApproxDP) and cost.delta == 0:
         cost = PureDP(cost.eps)
     if currency == "rdp":
-        return rdp_curve(cost, path, orders)
+        return rdp_curve(cost, path, orders, held)
     if isinstance(cost, RDP):
         raise TypeError(f"account {path!r} ({currency}) cannot take an RDP charge ({cost}): an RDP curve on a grid "
                         "of orders implies no zCDP, GDP or (eps, delta) figure without choosing delta; "
@@ -157,20 +159,35 @@ def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ..
                     f"zCDP does not imply {currency} DP")
 
 
-def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS) -> Vector:
+#: The spend recorded at a tracked (not held) order where a charge's curve has no value at or above it: that rung
+#: of the account's ladder reads nothing from then on (its reading exceeds any share).
+UNBOUNDED = Fraction(10**12)
+
+
+def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS,
+              held: tuple[Fraction, ...] | None = None) -> Vector:
     """The exact RDP curve of a cost at ``orders`` (:mod:`accounting.rdp`); approximate costs have none.
 
-    An RDP cost must list every one of ``orders`` (an account's held orders);
-    a cost missing one is refused (``TypeError``), since nothing is known there.
+    An RDP cost must list every one of the ``held`` orders (default: all of
+    ``orders``); a cost missing one is refused (``TypeError``), since nothing is
+    known there. At a tracked order that is not held (a rung of the account's
+    ladder) a missing value is bounded by the value at the next listed order
+    above it (RDP is non-decreasing in α: van Erven & Harremoës 2014, Thm 3), or
+    recorded as :data:`UNBOUNDED` if there is none.
     """
     if isinstance(cost, RDP):
         if cost.orders is orders or cost.orders == orders:
             return cost.epsilons
         values = tuple(cost.at(order) for order in orders)
-        missing = [float(order) for order, value in zip(orders, values, strict=True) if value is None]
+        required = orders if held is None else held
+        missing = [float(order) for order, value in zip(orders, values, strict=True)
+                   if value is None and order in required]
         if missing:
             raise TypeError(f"account {path!r} (rdp) holds orders {missing} where the RDP charge {cost} has no "
                             "finite value")
+        if None in values:
+            return tuple(value if value is not None else _bound_above(cost, order)
+                         for order, value in zip(orders, values, strict=True))
         return values  # type: ignore[return-value]  # no None left
     if isinstance(cost, PureDP):
         return rdp.pure_curve(cost.eps, orders)
@@ -179,6 +196,12 @@ def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS) -> V
     if isinstance(cost, ZCDP) and cost.delta == 0:
         return rdp.gaussian_curve(cost.rho, orders)
     raise TypeError(f"account {path!r} (rdp) cannot take {cost}: an approximate (delta > 0) charge has no RDP curve")
+
+
+def _bound_above(cost: RDP, order: Fraction) -> Fraction:
+    """The curve's value at its next listed order above ``order`` (a valid bound there), else :data:`UNBOUNDED`."""
+    above = [value for listed, value in zip(cost.orders, cost.epsilons, strict=True) if listed > order]
+    return above[0] if above else UNBOUNDED
 
 
 def to_approx(used: Vector, currency: str, delta: Fraction, orders: tuple[Fraction, ...] = ORDERS) -> Fraction:

@@ -1,5 +1,20 @@
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+_REFERENCE = Path(__file__).with_name("accounting") / "reference.py"
+_spec = importlib.util.spec_from_file_location("claims_reference", _REFERENCE)
+_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_reference)
+
+
+@pytest.fixture(scope="session")
+def claims():
+    """The float reference of a ledger's claim (tests/accounting/reference.py): ``claim_reference``, ``best_order``,
+    ``RUNG_ORDERS`` (docs/accounting.md, "Claims")."""
+    return _reference
 
 
 @pytest.fixture

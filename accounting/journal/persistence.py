@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 from accounting.chargeable import PartitionKey, check_partition
 from accounting.costs import ORDERS, Cost, check_orders, cost_from_dict, cost_to_dict
 from accounting.journal.errors import JournalMismatchError
+from accounting.ladder import Ladder, legacy_ladder
 from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
-from accounting.split import Plan
+from accounting.split import Allocation, Allocations
 
 if TYPE_CHECKING:
     from accounting.journal.store import Event, JournalStore
@@ -46,21 +47,45 @@ SERVICE_KINDS = ("stopped", "restored")
 """Rows that spend nothing: a policy's clean stop and its restore (docs/service.md)."""
 
 
-def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Plan,
+def _child_payload(currency: str, allocation: Allocation) -> dict[str, Any]:
+    """One child of a split row: share, budget, held and tracked orders (rdp), ladder (accounting.ladder)."""
+    out: dict[str, Any] = {"share": [str(x) for x in allocation.share], "budget": [str(x) for x in allocation.budget]}
+    if currency == "rdp":
+        out["orders"] = [str(x) for x in allocation.orders]
+        if allocation.tracked != allocation.orders:
+            out["tracked"] = [str(x) for x in allocation.tracked]
+    if allocation.ladder is not None:
+        out["ladder"] = allocation.ladder.to_dict()
+    return out
+
+
+def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Currency], planned: Allocations,
                   partition: PartitionKey = None) -> dict[str, Any]:
-    """The journal form of a split: exact weights, currencies, each child's share and budget, its partition key."""
+    """The journal form of a split: exact weights, currencies, each child's allocation, its partition key."""
     return {
         "weights": {name: str(w) for name, w in weights.items()},
         "currency": dict(currencies),
-        "children": {name: {"share": [str(x) for x in s], "budget": [str(x) for x in b]}
-                     | ({"orders": [str(x) for x in o]} if currencies[name] == "rdp" else {})
-                     for name, (s, b, o) in planned.items()},
+        "children": {name: _child_payload(currencies[name], allocation) for name, allocation in planned.items()},
     } | ({} if partition is None else {"partition": partition})
 
 
-def read_split(payload: Mapping[str, Any],
-               seq: int) -> tuple[dict[str, Fraction], dict[str, Currency], Plan, PartitionKey]:
-    """Inverse of :func:`split_payload` (``seq`` names the journal event in errors)."""
+def _read_child(child: Mapping[str, Any], currency: str, parent: str) -> Allocation:
+    """Inverse of :func:`_child_payload`; a top account journalled before ladders gets the filter-only ladder."""
+    share = tuple(Fraction(x) for x in child["share"])
+    budget = tuple(Fraction(x) for x in child["budget"])
+    orders = check_orders([Fraction(x) for x in child["orders"]]) if "orders" in child else ORDERS
+    tracked = check_orders([Fraction(x) for x in child["tracked"]]) if "tracked" in child else orders
+    ladder: Ladder | None = None
+    if "ladder" in child:
+        ladder = Ladder.from_dict(child["ladder"])
+    elif currency in ("zcdp", "gdp", "rdp") and parent in ("pure", "approx"):
+        ladder = legacy_ladder(share[0], share[1])
+    return Allocation(share, budget, orders, tracked, ladder)
+
+
+def read_split(payload: Mapping[str, Any], seq: int,
+               parent: str) -> tuple[dict[str, Fraction], dict[str, Currency], Allocations, PartitionKey]:
+    """Inverse of :func:`split_payload` for a split of a ``parent``-currency account (``seq`` names the row)."""
     weights = {name: Fraction(w) for name, w in payload["weights"].items()}
     currencies: dict[str, Currency] = {}
     for name, chosen in payload["currency"].items():
@@ -68,9 +93,7 @@ def read_split(payload: Mapping[str, Any],
             raise JournalMismatchError(f"journal event {seq}: currency of {name!r} must be one of {CURRENCIES}, "
                                        f"got {chosen!r}")
         currencies[name] = chosen
-    planned: Plan = {name: (tuple(Fraction(x) for x in c["share"]), tuple(Fraction(x) for x in c["budget"]),
-                            check_orders([Fraction(x) for x in c["orders"]]) if "orders" in c else ORDERS)
-                     for name, c in payload["children"].items()}
+    planned: Allocations = {name: _read_child(c, currencies[name], parent) for name, c in payload["children"].items()}
     try:
         partition = check_partition(payload.get("partition"))
     except TypeError as why:
@@ -79,10 +102,14 @@ def read_split(payload: Mapping[str, Any],
 
 
 def charge_payload(cost: Cost, charged: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
-                   event: Any = None, from_event: bool = False) -> dict[str, Any]:
-    """The journal form of a granted charge (an event's pair form only if it came from ``charge_event``)."""
+                   event: Any = None, from_event: bool = False,
+                   position: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The journal form of a granted charge (an event's pair form only if it came from ``charge_event``; the
+    plan position after it, on a planned account)."""
     data: dict[str, Any] = {"cost": cost_to_dict(cost), "charged": cost_to_dict(charged), "mechanism": mechanism,
                             "relation": relation, "partition": partition, "note": note}
+    if position is not None:
+        data["plan_position"] = list(position)
     if from_event:
         from accounting.events import event_to_dict
 
@@ -119,18 +146,31 @@ def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, A
     if account is None:
         raise JournalMismatchError(f"journal event {seq} names unknown account {path!r}")
     if kind == "split":
-        account._apply_split(*read_split(payload, seq))
+        account._apply_split(*read_split(payload, seq, account.currency))
     elif kind in ("charge", "analysis"):
         charged = cost_from_dict(payload["charged"])
-        vector = in_currency(charged, account.currency, path, account._orders)
+        vector = in_currency(charged, account.currency, path, account._orders, account._held)
         note = payload["note"]
         event = None
         if payload.get("event") is not None:
             from accounting.events import event_from_dict
 
             event = event_from_dict(payload["event"])
+        position = payload.get("plan_position")
         account._apply(vector, payload["partition"], payload["mechanism"], note, kind == "analysis",
-                       (seq, charged, event, "event" in payload))
+                       (seq, charged, event, "event" in payload),
+                       None if position is None else tuple(int(p) for p in position))
+    elif kind == "hold":
+        from accounting.ladder import rdp_ladder
+
+        order = Fraction(payload["order"])
+        if account.ladder is None:
+            raise JournalMismatchError(f"journal event {seq}: account {path!r} holds no ladder to move")
+        account._rehold(order, rdp_ladder(account.ladder.eps, account.ladder.delta, order))
+    elif kind == "plan":
+        from accounting.plans import Plan
+
+        account._plan = Plan.from_dict(payload)
     elif kind in SERVICE_KINDS:
         ledger.service_rows.append((seq, kind, dict(payload)))
     else:

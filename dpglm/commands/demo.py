@@ -88,8 +88,8 @@ def _report(args: argparse.Namespace, env: Any, private: Any, records: dict[str,
     )
     print()
     print(private.ledger.report())
-    print(f"\ntotal guarantee: ε={float(guarantee.eps):.4f}, δ={float(getattr(guarantee, 'delta', 0)):.4g} "
-          f"(asked ε={args.epsilon}, δ={args.delta})")
+    print(f"\nclaim (publish this; valid however the charges were chosen): ε={float(guarantee.eps):.4f}, "
+          f"δ={float(guarantee.delta):.4g} (budget asked: ε={args.epsilon}, δ={args.delta})")
 
 
 def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: dict[str, RunRecord]) -> None:
@@ -112,7 +112,9 @@ def _save(args: argparse.Namespace, out: Path, env: Any, private: Any, records: 
         "final_regret": {name: float(rec.regret[-1]) for name, rec in records.items()},
         "seconds": {name: rec.seconds for name, rec in records.items()},
         "criteria": records["Private-GLM"].diagnostics,
-        "guarantee": {"epsilon": float(guarantee.eps), "delta": float(getattr(guarantee, "delta", 0))},
+        "guarantee": {"epsilon": float(guarantee.eps), "delta": float(guarantee.delta),
+                      "means": "the ledger's claim: (epsilon, delta)-DP ex post, valid under fully adaptive "
+                               "composition (docs/accounting.md, Claims)", "bases": list(guarantee.bases)},
         "parameters": private.params.as_dict(),
         "ledger": json.loads(private.ledger.to_json()),
     }

@@ -68,6 +68,11 @@ class TrainingCharge:
         """Noisy steps still allowed by the charge."""
         return self.steps - self.taken
 
+    def __str__(self) -> str:
+        return f"TrainingCharge({self.taken} of {self.steps} steps taken; {self.receipt})"
+
+    __repr__ = __str__
+
 
 def charge_training(account: EventChargeable, optimizer: object, *, sample_rate: float, steps: int,
                     delta: float | None = None, mechanism: str = "opacus DP-SGD", note: str = "") -> TrainingCharge:

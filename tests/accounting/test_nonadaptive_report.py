@@ -9,7 +9,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from accounting import GDP, ZCDP, ApproxDP, BudgetExceeded, Ledger, PureDP
-from accounting.nonadaptive import LABEL
+from accounting.report import NONADAPTIVE
 
 
 def opacus_run(q=0.1, z=3.0, steps=50):
@@ -21,18 +21,21 @@ def test_two_opacus_runs_compose_into_one_pld_at_the_summed_delta():
     ledger = Ledger(ApproxDP(100, 1e-4), relation="add_remove")
     for _ in range(2):
         ledger.charge_event(opacus_run(), mechanism="opacus", relation="add_remove", delta=1e-5)
-    summed = ledger.guarantee()
-    figure = ledger.guarantee(nonadaptive=True)
+    claim = ledger.guarantee()  # the two charges' ε add (approx charges), stated at the budget's δ
+    figure = ledger.nonadaptive_figure()  # at the δ the charges spent
     joint = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     joint.compose(dp_accounting.ComposedDpEvent([opacus_run(), opacus_run()]))
     reference = joint.get_epsilon(2e-5)
-    assert summed.delta == figure.delta == Fraction(2, 10**5)
+    assert claim.delta == Fraction(1, 10**4) and figure.delta == Fraction(2, 10**5)
     assert float(figure.eps) == pytest.approx(reference, rel=1e-6)  # Composed([e, e]) is SelfComposed(e, 2)
-    assert float(figure.eps) < 0.85 * float(summed.eps)  # composing beats adding the two (ε, δ)
+    assert float(figure.eps) < 0.85 * float(claim.eps)  # composing beats adding the two (ε, δ) — if fixed
+    at_claim = ledger.nonadaptive_figure(claim.delta)
     text = ledger.report()
-    assert f"{LABEL}: ε={float(figure.eps):.6g}" in text and "filter (the budget" in text
-    claim = json.loads(ledger.to_json())["claim"]
-    assert claim["nonadaptive"]["eps"] == float(figure.eps) and claim["nonadaptive_means"] == LABEL
+    assert f"{NONADAPTIVE}: ε={float(at_claim.eps):.4g}" in text and "budget (the filter" in text
+    document = json.loads(ledger.to_json())
+    assert document["not_claims"]["nonadaptive"]["eps"] == float(at_claim.eps)
+    assert document["not_claims"]["nonadaptive_means"] == NONADAPTIVE
+    assert document["claim"]["eps"] == float(claim.eps) and "adaptive" in document["claim"]["means"]
 
 
 def test_mixed_currencies_compose_through_their_rdp_curves_where_one_has_no_pld():
@@ -44,18 +47,18 @@ def test_mixed_currencies_compose_through_their_rdp_curves_where_one_has_no_pld(
     accounts["pure"].charge_event(dp_accounting.LaplaceDpEvent(2.0), mechanism="Laplace", relation="add_remove")
     accounts["gdp"].charge(GDP(0.5), mechanism="Gaussian", relation="add_remove")
     accounts["zcdp"].charge(ZCDP(0.05), mechanism="tree", relation="add_remove")
-    figure = ledger.guarantee(delta, nonadaptive=True)
+    figure = ledger.nonadaptive_figure(delta)
     accountant = rdp_privacy_accountant.RdpAccountant()  # the same events, composed by dp-accounting
     accountant.compose(dp_accounting.ComposedDpEvent([
         opacus_run(0.01, 1.0, 200), dp_accounting.LaplaceDpEvent(2.0), dp_accounting.GaussianDpEvent(2.0),
         dp_accounting.ZCDpEvent(0.05)]))
     reference = accountant.get_epsilon(delta)
     assert reference <= float(figure.eps) <= reference * (1 + 1e-6)
-    summed = ledger.guarantee()
-    assert float(ledger.guarantee(nonadaptive=True).eps) <= float(summed.eps)  # at the δ spent: never above it
+    claim = ledger.guarantee()
+    assert float(ledger.nonadaptive_figure(claim.delta).eps) <= float(claim.eps)  # the claim is never below it
     accounts["sgd"].charge(ApproxDP(0.1, 1e-7), mechanism="plain", relation="add_remove")
     with pytest.raises(TypeError, match="charge #6 .*neither a PLD nor an RDP curve"):
-        ledger.guarantee(delta, nonadaptive=True)
+        ledger.nonadaptive_figure(delta)
     assert "none (charge #6" in ledger.report()
 
 
@@ -74,7 +77,7 @@ def test_allocated_and_charged_are_separate_columns():
     tree = root["children"][0]
     assert tree["charged"]["exact"]["rho"] == "1/10" and tree["allocated"]["exact"]["rho"] == "0"
     header = ledger.report().splitlines()[1]
-    assert "allocated to sub-accounts" in header and "  charged  " in header and "spent" not in header
+    assert "allocated" in header and "  charged  " in header and "spent" not in header
 
 
 def test_the_mechanism_summary_composes_partitions_by_max():
@@ -112,7 +115,7 @@ def test_gdp_charges_compose_exactly_and_beat_their_discretised_pld():
     pool = ledger.split({"pool": 1}, currency={"pool": "gdp"})["pool"]
     for mu in (0.3, 0.4, 1.2):
         pool.charge(GDP(mu), mechanism="m")
-    figure = float(ledger.guarantee(delta, nonadaptive=True).eps)
+    figure = float(ledger.nonadaptive_figure(delta).eps)
     mu = 1.3
     closed = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 50)
     assert closed - 1e-9 <= figure == pytest.approx(closed, rel=1e-6)

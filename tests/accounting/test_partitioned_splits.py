@@ -38,8 +38,8 @@ def test_epochs_under_distinct_keys_each_get_the_whole_budget_and_a_sequential_c
     with pytest.raises(ValueError, match="no budget left to split under partition 1"):
         ledger.split({"epoch-1b": 1}, partition=1)  # key 1 gave all it had
     assert ledger.root.remaining_in(3) == ApproxDP(4, F(1, 50))  # a new key still has it all
-    # what was used: max over the keys, ε and δ each (3 ≤ 4, 1/100 ≤ 1/50)
-    assert ledger.guarantee() == ApproxDP(4, F(1, 50))
+    # the claim: max over the keys of the realised ε (3 ≤ 4), at the budget's δ
+    assert ledger.guarantee().cost == ApproxDP(4, F(1, 50))
     assert ledger.root.allocated == ApproxDP(4, F(1, 50))
 
 
@@ -56,20 +56,21 @@ def test_a_sequential_charge_first_shrinks_every_key_and_a_keyed_charge_shares_i
     a["a"].charge(PureDP(F(1, 2)), mechanism="m")
     c.charge(PureDP(2), mechanism="m")
     # used = 1 + max(x: 1/2 + 0, y: 1/2 + 2) = 7/2
-    assert ledger.guarantee() == PureDP(F(7, 2))
+    assert ledger.guarantee().cost == PureDP(F(7, 2))
     assert ledger.root.charged == PureDP(F(3, 2)) and ledger.root.allocated == PureDP(F(3))
 
 
-def test_zcdp_children_under_two_keys_convert_on_their_own_and_compose_by_max(cks_by_dense_grid):
+def test_zcdp_children_under_two_keys_claim_on_their_own_and_compose_by_max(claims):
     ledger = Ledger(ApproxDP(4, F(1, 50)))
     one = ledger.split({"one": 1}, currency={"one": "zcdp"}, partition=1)["one"]
     two = ledger.split({"two": 1}, currency={"two": "zcdp"}, partition=2)["two"]
     one.charge(ZCDP(F(1, 2)), mechanism="m")
     two.charge(ZCDP(F(1, 5)), mechanism="m")
-    eps = ledger.guarantee().eps
-    # each child is a (ρ, δ = 1/50) account on its own; the larger ρ decides (CKS Cor. 13 by dense grid)
-    assert float(eps) == pytest.approx(cks_by_dense_grid(0.5, 0.02), rel=1e-6)
-    assert ledger.guarantee().delta == F(1, 50)
+    claim = ledger.guarantee()
+    # each child is a share (4, 1/50) with its own ladder; the larger ρ decides (docs/accounting.md, "Claims")
+    held = claims.best_order(4, 0.9 * 0.02)
+    assert float(claim.eps) == pytest.approx(claims.claim_reference(lambda a: 0.5 * a, 4, 0.02, held), rel=1e-6)
+    assert claim.delta == F(1, 50) and [part.partition for part in claim.parts] == [1, 2]
 
 
 def test_a_bad_key_is_refused_in_one_line():
@@ -233,7 +234,7 @@ def test_random_sequential_and_keyed_mixes_match_the_slow_reference(budget, oper
             for k in (None, 1, 2, "a", "new"):
                 room = r.room(k)
                 assert _vector(acct.remaining_in(k)) == room
-    if not isinstance(budget, ZCDP):
+    if not isinstance(budget, ZCDP):  # the claim: the realised ε used, at the budget's δ
         used = refs[""].used()
-        assert _vector(ledger.guarantee()) == (used if isinstance(budget, ApproxDP) else (used[0], F(0)))
+        assert _vector(ledger.guarantee().cost) == (used[0], _vector(budget)[1])
         assert used[0] <= _vector(budget)[0] and used[1] <= _vector(budget)[1]

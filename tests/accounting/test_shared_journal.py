@@ -97,7 +97,7 @@ def test_ledgers_in_one_process_and_threads_share_one_budget(tmp_path):
     second.charge(PureDP(0.7), mechanism="Laplace")
     with pytest.raises(BudgetExceeded):
         first.charge(PureDP(0.1), mechanism="Laplace")
-    assert "Laplace ×2: ε=1" in first.report() and first.guarantee() == PureDP(1)
+    assert "Laplace ×2: ε=1" in first.report() and first.guarantee().cost == PureDP(1)
     first.close()
     second.close()
 

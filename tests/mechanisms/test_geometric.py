@@ -55,7 +55,7 @@ def test_whole_stream_costs_epsilon_by_parallel_composition(rng):
     _feed(mech, 6, np.random.default_rng(1))
     assert mech.batches.tolist() == [[6, 6, 6]]
     assert mech.phase_counts.tolist() == [[32, 32, 32]]  # counts 1, 2, 4, …, 32
-    assert ledger.guarantee() == PureDP(0.5)
+    assert ledger.guarantee().cost == PureDP(0.5)
     assert "GeometricBatchMean ×18" in ledger.report()
 
 

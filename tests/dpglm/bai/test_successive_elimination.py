@@ -25,7 +25,7 @@ def test_run_identifies_the_best_arm_and_costs_epsilon():
     # the first epoch pulls all three arms R_1 times
     assert np.all(res.stopping_times >= 3 * alg.epoch_length(1, 3))
     for ledger in res.ledgers:
-        assert ledger.guarantee() == PureDP(1.0)
+        assert ledger.guarantee().cost == PureDP(1.0)
     with pytest.raises(ValueError, match="epsilon"):
         DPSE((0.9, 0.5), -1.0, 0.1)
 
@@ -69,6 +69,6 @@ def test_cumulative_count_variant_costs_epsilon_and_rejects_unknown_means():
     res = DPSE((0.9, 0.5, 0.4), 1.0, 0.05, mean="cumulative-count").run(10, np.random.default_rng(2))
     assert res.stopped.all() and res.errors == 0
     for ledger in res.ledgers:
-        assert ledger.guarantee() == PureDP(1.0)
+        assert ledger.guarantee().cost == PureDP(1.0)
     with pytest.raises(ValueError, match="mean"):
         DPSE((0.9, 0.5), 1.0, 0.1, mean="cumulative")

@@ -49,7 +49,7 @@ def test_dp_tt_run_costs_epsilon_and_is_reproducible():
     assert np.array_equal(res.stopping_times, again.stopping_times)
     assert res.stopped.all()
     for ledger in res.ledgers:
-        assert ledger.guarantee() == PureDP(1.0)  # many batches, parallel composition: ε in total
+        assert ledger.guarantee().cost == PureDP(1.0)  # many batches, parallel composition: ε in total
         assert "GeometricBatchMean" in ledger.report()
 
 
@@ -225,7 +225,7 @@ def test_the_large_epsilon_limit():
     assert dp.errors == 0 and dp.stopped.all()
     assert np.median(dp.stopping_times) <= np.median(eb.stopping_times)
     for ledger in dp.ledgers[:3]:
-        assert ledger.guarantee() == PureDP(215.0)
+        assert ledger.guarantee().cost == PureDP(215.0)
 
 
 def test_run_refuses_sizes_it_cannot_hold_in_one_line():

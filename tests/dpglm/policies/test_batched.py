@@ -256,7 +256,7 @@ def test_ledger_two_halves_parallel_batches_and_refused_estimate_keeps_the_last(
     receipts = policy.design_sum.releases
     assert sorted(receipts) == [1, 2]
     assert [receipts[k].receipt.partition for k in (1, 2)] == ["batch-1", "batch-2"]
-    assert policy.ledger.guarantee() == ApproxDP(4, 0.02)
+    assert policy.ledger.guarantee().cost == ApproxDP(4, 0.02)
 
 
 def test_refused_warmup_keeps_the_warmup_design(small_problem):
