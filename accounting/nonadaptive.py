@@ -1,11 +1,12 @@
 """The non-adaptive figure: every recorded charge composed as one mechanism, then converted once.
 
 Valid only if the sequence of charges was fixed before any data were seen
-(docs/accounting.md, "Composition before conversion, filters and odometers"):
-composing the realised costs of adaptively chosen mechanisms and converting
-the result is not a valid odometer (Rogers, Roth, Ullman & Vadhan 2016), so
-the filter (the budget) stays the claim under adaptivity. Where it is valid,
-it is the tightest figure the ledger can state: two opacus runs charged
+(docs/accounting.md, "Claims"): composing the realised costs of adaptively
+chosen mechanisms and converting the result is not a valid odometer (Rogers,
+Roth, Ullman & Vadhan 2016), so it is reported as *not* a claim; a run whose
+costs are fixed in advance declares them as a plan (:mod:`accounting.plans`),
+whose figure this module computes and which then is the claim. Where it is
+valid, it is the tightest figure the ledger can state: two opacus runs charged
 ε = 10.2 each at δ = 10⁻⁵ sum to ε = 20.43 at δ = 2·10⁻⁵, where one PLD of both
 gives 14.59.
 
@@ -29,8 +30,9 @@ ledger's relation; partitions are composed sequentially, an upper bound):
 - else none (``TypeError`` naming the first charge without a curve).
 
 At the δ the charges spent (the default for a pure or approx budget) the
-figure is the smaller of this and the odometer, which is valid under the same
-condition. Cached per journal row and δ (a report reads it twice).
+figure is the smaller of this and the realised spend converted
+(:mod:`accounting.pooling`), valid under the same condition. Cached per
+journal row and δ (a report reads it twice).
 """
 
 from __future__ import annotations
@@ -47,9 +49,7 @@ from accounting.validation import check_exact
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
 
-__all__ = ["LABEL", "Charge", "composed_figure", "nonadaptive_guarantee"]
-
-LABEL = "non-adaptive (all charges composed: valid if the sequence of charges was fixed before any data were seen)"
+__all__ = ["Charge", "composed_figure", "nonadaptive_guarantee"]
 _INTERVAL = 1e-4
 _MAX_PARAMETER_PLDS = 200  # distinct (ε, δ) charges composed as privacy-parameter PLDs
 
@@ -65,7 +65,7 @@ def _charges(ledger: Ledger) -> Iterator[Charge]:
 
 
 def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
-    """:meth:`accounting.ledger.Ledger.guarantee` with ``nonadaptive=True`` (caller holds the lock).
+    """:meth:`accounting.ledger.Ledger.nonadaptive_figure` (caller holds the lock).
 
     ``delta``: the δ of the figure; default, for a pure or approx budget, the δ
     the charges spent (what :meth:`~accounting.ledger.Ledger.guarantee` states).

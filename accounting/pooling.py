@@ -8,8 +8,11 @@ Lemma 2.3; GDP: μ² add, Dong, Roth & Su 2022, Cor. 3.3; RDP: curves add order
 by order, Mironov 2017, Prop. 1) and the pool is converted to (ε, δ) once, at
 the sum of the δ shares of its accounts with any use. Converting each account
 on its own and adding the (ε, δ) also bounds the same composition, so a pool
-keeps the smaller ε of the two. The result is the realised spend (an odometer
-figure, ``docs/accounting.md``).
+keeps the smaller ε of the two. The result is the realised spend converted as
+if every cost had been fixed in advance: *not* a claim under adaptivity
+(docs/accounting.md, "Claims"); the non-adaptive figure
+(:mod:`accounting.nonadaptive`) keeps the smaller of it and its own
+composition, valid under the same condition.
 
 Children that a pure or approx account split off under a partition key
 (``split(..., partition=k)``, disjoint users) are not pooled with the rest:
