@@ -201,7 +201,8 @@ class Account(Uncopyable):
         return self._ledger.relation
 
     def __repr__(self) -> str:
-        return f"Account({self.path!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
+        name = account_name(self.path)
+        return f"Account({name!r}, {self.currency}, budget={self.budget}, remaining={self.remaining})"
 
     # ----- charging ----------------------------------------------------------------------------
     def charge(self, cost: Cost, *, mechanism: str, relation: Relation = "replace_one",

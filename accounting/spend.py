@@ -24,6 +24,7 @@ from itertools import zip_longest
 from typing import Literal, TypeGuard
 
 from accounting import convert, gdp, rdp
+from accounting.chargeable import account_name
 from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
 __all__ = [
@@ -123,6 +124,13 @@ def currency_of(cost: Cost) -> Currency:
     return "zcdp"
 
 
+def _where(*currencies: str) -> str:
+    """What to do with a charge an account's currency cannot take: where it can be charged."""
+    kinds = " or ".join(currencies)
+    return (f"charge it in a {kinds} account (a Ledger whose budget is one, or a child split off an approx "
+            f"account: split(weights, currency={{name: {currencies[0]!r}}}))")
+
+
 def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ...] = ORDERS,
                 held: tuple[Fraction, ...] | None = None) -> Vector:
     """The cost as a spend vector of ``currency`` (rdp: at ``orders``, see :func:`rdp_curve`); TypeError where the
@@ -132,16 +140,16 @@ def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ..
     if currency == "rdp":
         return rdp_curve(cost, path, orders, held)
     if isinstance(cost, RDP):
-        raise TypeError(f"account {path!r} ({currency}) cannot take an RDP charge ({cost}): an RDP curve on a grid "
-                        "of orders implies no zCDP, GDP or (eps, delta) figure without choosing delta; "
-                        "use an rdp account")
+        raise TypeError(f"account {account_name(path)!r} ({currency}) cannot take an RDP charge ({cost}): an RDP "
+                        "curve on a grid of orders implies no zCDP, GDP or (eps, delta) figure without choosing delta; "
+                        + _where("rdp"))
     if isinstance(cost, GDP):
         if currency == "gdp":
             return (cost.mu_squared, Fraction(0))
         if currency == "zcdp":  # μ-GDP is dominated by a Gaussian pair, whose Rényi divergences are αμ²/2
             return (cost.mu_squared / 2, Fraction(0))
-        raise TypeError(f"account {path!r} ({currency}) cannot take a GDP charge ({cost}): pick a point of its "
-                        "(eps, delta) curve and charge ApproxDP, or charge it in a gdp or zcdp account")
+        raise TypeError(f"account {account_name(path)!r} ({currency}) cannot take a GDP charge ({cost}): pick a "
+                        "point of its (eps, delta) curve and charge ApproxDP, or " + _where("gdp", "zcdp"))
     if isinstance(cost, PureDP):
         if currency == "zcdp":
             return (cost.eps * cost.eps / 2, Fraction(0))
@@ -152,11 +160,14 @@ def in_currency(cost: Cost, currency: str, path: str, orders: tuple[Fraction, ..
     if isinstance(cost, ApproxDP):
         if currency == "approx":
             return (cost.eps, cost.delta)
-        raise TypeError(f"account {path!r} ({currency}) cannot take an (eps, delta) charge: {cost}")
+        raise TypeError(f"account {account_name(path)!r} ({currency}) cannot take an (eps, delta) charge ({cost}): "
+                        "(eps, delta) with delta > 0 implies no pure, zCDP, GDP or RDP bound; " + _where("approx"))
     if currency == "zcdp":
         return (cost.rho, cost.delta)
-    raise TypeError(f"account {path!r} ({currency}) cannot take a zCDP charge ({cost}): "
-                    f"zCDP does not imply {currency} DP")
+    raise TypeError(f"account {account_name(path)!r} ({currency}) cannot take a zCDP charge ({cost}): zCDP does not "
+                    f"imply {currency} DP; " + _where("zcdp", "rdp")
+                    + (", or charge the ApproxDP it converts to (accounting.convert) at a delta you choose"
+                       if currency == "approx" else ""))
 
 
 #: The spend recorded at a tracked (not held) order where a charge's curve has no value at or above it: that rung
@@ -183,8 +194,8 @@ def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS,
         missing = [float(order) for order, value in zip(orders, values, strict=True)
                    if value is None and order in required]
         if missing:
-            raise TypeError(f"account {path!r} (rdp) holds orders {missing} where the RDP charge {cost} has no "
-                            "finite value")
+            raise TypeError(f"account {account_name(path)!r} (rdp) holds orders {missing} where the RDP charge "
+                            f"{cost} has no finite value: give the curve at every held order")
         if None in values:
             return tuple(value if value is not None else _bound_above(cost, order)
                          for order, value in zip(orders, values, strict=True))
@@ -195,7 +206,8 @@ def rdp_curve(cost: Cost, path: str, orders: tuple[Fraction, ...] = ORDERS,
         return rdp.gaussian_curve(cost.mu_squared / 2, orders)
     if isinstance(cost, ZCDP) and cost.delta == 0:
         return rdp.gaussian_curve(cost.rho, orders)
-    raise TypeError(f"account {path!r} (rdp) cannot take {cost}: an approximate (delta > 0) charge has no RDP curve")
+    raise TypeError(f"account {account_name(path)!r} (rdp) cannot take {cost}: an approximate (delta > 0) charge "
+                    "has no RDP curve; " + _where("approx"))
 
 
 def _bound_above(cost: RDP, order: Fraction) -> Fraction:

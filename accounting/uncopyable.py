@@ -8,10 +8,14 @@ spend what the original can, so together they would overspend it. A fresh,
 never-charged ledger is refused too, because nothing stops the original and
 its copy both being charged later. See ``docs/threat-model.md``.
 
-Code that needs a budget in another process sends what the budget *is* (a
-cost such as ``ApproxDP(1, 1e-5)``, which pickles, and the relation) and
-builds ``Ledger(budget, relation=...)`` there; it sends back the report or
-``to_json()``, never the ledger.
+Code that needs the budget in another process sends what the budget *is* (a
+cost such as ``ApproxDP(1, 1e-5)``, which pickles, the relation, and the
+journal's path or URL) and opens the same journal there:
+``Ledger(budget, journal="run.db" or "postgresql://...", relation=...)``; every
+ledger on that journal charges the one budget (docs/accounting.md, "The file
+journal: one budget, many processes"). Without ``journal=`` a worker's ledger
+is a fresh, full budget of its own: right only for a worker given its own
+share (a budget the parent no longer spends), never for sharing one.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ class Uncopyable:
     def _refuse(self) -> NoReturn:
         raise TypeError(
             f"a {self._what} cannot be copied or pickled (copy.copy, copy.deepcopy, pickle, joblib, dask): each copy "
-            "would be a whole new budget that could be spent again. To use a budget in a worker, send its spec — the "
-            "budget cost (e.g. ApproxDP(1, 1e-5)) and the relation, which pickle — build Ledger(budget, "
-            "relation=...) inside the worker, and send back its report or to_json()"
+            "would be a whole new budget that could be spent again. To share one budget with workers, send its spec "
+            "(the budget cost, e.g. ApproxDP(1, 1e-5), the relation and the journal path or URL, which pickle) and "
+            "build Ledger(budget, journal=PATH_OR_URL, relation=...) inside each worker: every ledger on that journal "
+            "charges the same budget. Without journal= each worker would get a fresh, full budget of its own"
         )
 
     def __copy__(self) -> NoReturn:

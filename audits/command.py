@@ -181,11 +181,33 @@ def load_audit(target: str) -> Audit:
             raise ValueError(f"--mechanism: {module_name!r} has no attribute {attribute!r}")
         value = getattr(value, part)
     if not isinstance(value, Audit) and callable(value) and not isinstance(value, type):
+        _check_no_arguments(value, target)
         value = value()
     if not isinstance(value, Audit):
-        raise TypeError(f"--mechanism: {target} is a {type(value).__name__}, not an audits.MechanismAudit "
-                        "(or a function returning one)")
+        raise TypeError(f"--mechanism: {target} is of type {type(value).__name__}, not an audits.MechanismAudit "
+                        f"(or a function of no arguments returning one); {_HOW}")
     return value
+
+
+#: What ``--mechanism`` needs, said by every refusal of :func:`load_audit` that is about the attribute's kind.
+_HOW = ("build one in that file, e.g. audit = MechanismAudit(mechanism, (D0, D1), claim=(epsilon, delta)), and "
+        "pass FILE:audit (docs/audits.md, \"Audit your own mechanism\")")
+
+
+def _check_no_arguments(function: object, target: str) -> None:
+    """Refuse, naming it, a callable that needs arguments: a mechanism (data, rng), not an audit factory."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)  # type: ignore[arg-type]  # callable, checked by the caller
+    except (TypeError, ValueError):
+        return  # no signature to read (a builtin): call it and let its own error speak
+    try:
+        signature.bind()
+    except TypeError:
+        raise TypeError(f"--mechanism: {target} is a function of {signature}, which needs arguments: a mechanism, "
+                        f"not an audit. --mechanism takes an audits.MechanismAudit (or a function of no arguments "
+                        f"returning one); {_HOW}") from None
 
 
 def custom_specs(target: str) -> list[AuditSpec]:

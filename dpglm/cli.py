@@ -11,8 +11,10 @@ dependency direction).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -79,6 +81,21 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 #: Exceptions that mean "the user asked for something impossible": one line, exit status 2.
 USER_ERRORS = (UsageError, ValueError, TypeError, ImportError, OSError)
+#: Exit status of a command whose reader closed the pipe early (``dpglm ... | head``): 128 + SIGPIPE, as a shell
+#: reports a process that SIGPIPE ended (Python ignores SIGPIPE, so the write raises BrokenPipeError instead).
+BROKEN_PIPE = 141
+
+
+def _silence_closed_pipe() -> int:
+    """The reader has gone: point stdout and stderr at /dev/null, so that nothing (not even the interpreter's
+    final flush) writes to the closed pipe again, and end quietly with :data:`BROKEN_PIPE`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        # a stream without a descriptor (captured in a test) has nothing to redirect
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,7 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         pin_threads()
     try:
         args = build_parser(argv).parse_args(argv)
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that closed the pipe early is found here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # dpglm ... | head: the reader has what it wanted; results on disk are complete
+        return _silence_closed_pipe()
     except USER_ERRORS as error:
         if debug:
             raise

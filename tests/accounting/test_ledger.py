@@ -313,6 +313,25 @@ def test_an_object_holding_an_account_cannot_be_pickled_either():
     assert copy.copy(holder)["account"] is account  # a shallow copy of the holder shares the one account
 
 
+def test_the_pickling_message_names_journal_and_following_it_shares_one_budget(tmp_path):
+    """The recipe the message gives (build Ledger(budget, journal=..., relation=...) in each worker)
+    charges one budget; without journal= each ledger would be a full budget of its own, and it says so."""
+    with pytest.raises(TypeError) as refused:
+        pickle.dumps(Ledger(PureDP(1)).root)
+    message = str(refused.value)
+    assert "Ledger(budget, journal=PATH_OR_URL, relation=...)" in message
+    assert "Without journal= each worker would get a fresh, full budget" in message
+    spec = (PureDP(1), str(tmp_path / "shared.db"), "replace_one")
+    pickle.loads(pickle.dumps(spec))  # what the message says to send does pickle
+    budget, journal, relation = spec
+    with Ledger(budget, journal=journal, relation=relation) as first, \
+            Ledger(budget, journal=journal, relation=relation) as second:
+        first.charge(PureDP(0.6), mechanism="Laplace")
+        with pytest.raises(BudgetExceeded):
+            second.charge(PureDP(0.6), mechanism="Laplace")
+        assert second.root.remaining == PureDP(0.4)
+
+
 def test_a_journalled_ledger_refuses_to_be_pickled(tmp_path):
     refused = pytest.raises(TypeError, match="cannot be copied or pickled")
     with Ledger(PureDP(1), journal=tmp_path / "j.db") as ledger, refused:
@@ -372,3 +391,14 @@ def test_huge_and_tiny_costs_print_without_overflow():
     assert str(ApproxDP(Fraction(1, 3), 0)) == "ApproxDP(eps=0.333333, delta=0)"  # ordinary sizes print as floats do
     receipt = Ledger(PureDP(1)).charge(PureDP(Fraction(1, HUGE)), mechanism="m")  # a tiny charge is granted
     assert receipt.charged.eps == Fraction(1, HUGE)
+
+
+@pytest.mark.parametrize("budget, cost", [(PureDP(1), ZCDP(0.1)), (ApproxDP(1, 1e-5), ZCDP(0.1)),
+                                          (ZCDP(1), ApproxDP(0.1, 1e-6)), (PureDP(1), GDP(0.5))])
+def test_a_currency_refusal_names_the_root_account_as_the_docs_do_and_says_where_to_charge(budget, cost):
+    with pytest.raises(TypeError) as refused:
+        Ledger(budget).charge(cost, mechanism="Laplace")
+    message = str(refused.value)
+    assert message.startswith("account '<root>' (") and "''" not in message  # ROOT, as the report prints it
+    assert "charge it in a" in message and "split(weights, currency=" in message
+    assert repr(Ledger(budget).root).startswith("Account('<root>', ")

@@ -96,7 +96,8 @@ def test_a_user_mechanism_runs_from_the_command_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("attribute, message", [
     ("nan_scores", "scores contain NaN"),
-    ("not_an_audit", "not an audits.MechanismAudit"),
+    ("not_an_audit", "is of type int, not an audits.MechanismAudit"),
+    ("randomized_response", "is a function of (bit, rng, p=0.75), which needs arguments: a mechanism, not an audit"),
     ("missing", "has no attribute 'missing'"),
 ])
 def test_user_mechanism_mistakes_are_one_line(tmp_path, capsys, attribute, message):
