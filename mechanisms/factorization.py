@@ -102,6 +102,9 @@ class SquareRootFactorizationMechanism(ContinualRelease):
     relation : {"replace_one", "add_remove"}
     psd : bool
         Matrix elements are positive semidefinite (element bound Δ/√2 under replace-one).
+    invalid : {"raise", "clip"}
+        As ``BinaryTreeMechanism``: refuse an element beyond the bounds after the charge
+        (default), or clip it into them before its noise.
 
     Raises
     ------

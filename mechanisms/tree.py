@@ -59,6 +59,19 @@ An element given as :class:`OuterProduct` (x and a checked weight w ≥ 0) is fo
 as w·x xᵀ by the mechanism itself: PSD up to 2⁻⁵²‖A‖_F by construction, inside τ,
 so no eigenvalue test is run for it (the policies' V and H trees use this path).
 
+Clipping instead of refusing (``invalid="clip"``). The norm, finiteness, symmetry
+and PSD of an element are private: refusing an element after the up-front charge
+tells the caller one bit outside the guarantee and leaves the stream waiting (the
+default, ``invalid="raise"``). With ``invalid="clip"`` each element is first mapped
+into the admissible set by a fixed function of that element alone — non-finite
+entries become 0, a matrix is symmetrised, with ``psd`` its negative eigenvalues
+are set to 0, and an element of norm above B is scaled to norm B — and then
+released as usual. Every mapped element is admissible, so any two of them differ
+by at most Δ and the charge holds for every input: the map is the same for all
+data and is applied after the charge, before any noise touches the element
+(docs/mechanisms.md, "The tree's norm bound"; the bandits' ``invalid="clip"``
+does the same to contexts, ``dpglm/policies/invalid.py``).
+
 Float slack on the norm. A unit vector normalised in floating point has
 ‖x‖² = 1 ± a few ulps (113 of 1000 random x xᵀ have ‖x xᵀ‖_F = 1 + 4e-16 > 1,
 the bound for Δ = √2 with psd), while envs and policies accept ‖x‖ ≤ 1 + 1e-9.
@@ -94,6 +107,8 @@ __all__ = ["BinaryTreeMechanism", "ContinualRelease", "NodeNoise", "OuterProduct
            "tree_depth", "StreamElements"]
 
 PSD_TOLERANCE = 1e-12
+#: What an append does with an element whose private values break the bounds (module docstring).
+INVALID_CHOICES = ("raise", "clip")
 #: Relative slack η on the element norm bound (float-normalised unit vectors); the charge pays Δ(1 + 2η).
 NORM_SLACK = 1e-9
 
@@ -141,6 +156,10 @@ class StreamElements:
     psd : bool
         Matrix elements are positive semidefinite (see the module docstring: the
         element bound becomes Δ/√2 under replace-one).
+    invalid : {"raise", "clip"}
+        What :meth:`check` does with an element whose private values break the bounds
+        (norm, finiteness, symmetry, PSD): refuse it (``ValueError``) or map it into the
+        admissible set (module docstring, "Clipping instead of refusing").
 
     Attributes
     ----------
@@ -152,8 +171,12 @@ class StreamElements:
         ``psd``, rounded up.
     """
 
-    def __init__(self, horizon: int, shape: object, sensitivity: float, relation: str, psd: bool) -> None:
+    def __init__(self, horizon: int, shape: object, sensitivity: float, relation: str, psd: bool,
+                 invalid: str = "raise") -> None:
         self.horizon = check_int("horizon", horizon, 1)
+        if invalid not in INVALID_CHOICES:
+            raise ValueError(f"invalid must be one of {INVALID_CHOICES}, got {short_repr(invalid)}")
+        self.invalid = invalid
         self.shape = check_stream_shape(shape)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.relation = check_relation(relation)
@@ -178,9 +201,15 @@ class StreamElements:
         return self._formed(vector, weight, float(vector.dot(vector)))
 
     def _formed(self, vector: FloatArray, weight: float, squared: float, out: FloatArray | None = None) -> FloatArray:
-        """w·x xᵀ (into ``out``) from a finite x, ``squared`` = x·x, checked as w·‖x‖² = ‖w x xᵀ‖_F (module doc)."""
+        """w·x xᵀ (into ``out``) from a finite x, ``squared`` = x·x, checked as w·‖x‖² = ‖w x xᵀ‖_F (module doc).
+
+        With ``invalid="clip"`` a norm above the bound lowers the weight to B/‖x‖² instead: the element scaled to B.
+        """
         if weight * squared > self.accepted_norm:
-            self._check_norm(weight * squared)
+            if self.invalid == "clip":
+                weight = self.element_bound / squared
+            else:
+                self._check_norm(weight * squared)
         array: FloatArray = np.multiply.outer(vector, vector, out=out)
         array *= weight  # w·(xᵢxⱼ), the same products as weight * (x xᵀ)
         return array
@@ -198,6 +227,9 @@ class StreamElements:
             squared = float(x.dot(x))
             if math.isfinite(squared):
                 return self._formed(x, weight, squared, out)
+            if self.invalid == "clip":  # non-finite entries become 0; a vector too large to square is scaled first
+                x = _finite_scaled(x)
+                return self._formed(x, weight, float(x.dot(x)), out)
         return self.check(OuterProduct(x, weight), t)
 
     def _check_norm(self, norm: float) -> None:
@@ -226,6 +258,8 @@ class StreamElements:
         if array.shape != self.shape:
             raise ValueError(f"x must have shape {self.shape}, got {array.shape}")
         array = array.astype(np.float64)
+        if self.invalid == "clip":
+            return self._clipped(array)
         if not np.isfinite(array).all():
             raise ValueError("x must be finite (no NaN or infinity)")
         if len(self.shape) == 2:
@@ -240,6 +274,35 @@ class StreamElements:
                 raise ValueError(f"x must be positive semidefinite (psd=True), smallest eigenvalue {smallest:.3g}")
         self._check_norm(norm)
         return array
+
+
+    def _clipped(self, array: FloatArray) -> FloatArray:
+        """``array`` (of the stream's shape) mapped into the admissible set (module docstring, "Clipping").
+
+        Non-finite entries become 0; a matrix is symmetrised and, with ``psd``, its negative
+        eigenvalues set to 0; an element of norm above B is scaled to norm B. A fixed
+        function of the element alone: the charge's sensitivity holds for every input.
+        """
+        array = _finite_scaled(array)
+        if len(self.shape) == 2:
+            array = (array + array.T) / 2.0
+            if self.psd:
+                values, vectors = np.linalg.eigh(array)
+                if values[0] < 0:
+                    array = (vectors * np.maximum(values, 0.0)) @ vectors.T
+                    array = (array + array.T) / 2.0
+        norm = math.sqrt(float(np.vdot(array, array)))
+        if norm > self.element_bound:
+            array *= self.element_bound / norm
+        return array
+
+
+def _finite_scaled(array: FloatArray) -> FloatArray:
+    """A copy with non-finite entries set to 0, divided by its largest magnitude if its squared norm overflows."""
+    out: FloatArray = np.where(np.isfinite(array), array, 0.0)
+    if not math.isfinite(float(np.vdot(out, out))):
+        out /= np.abs(out).max()
+    return out
 
 
 def continual_cost(
@@ -395,8 +458,9 @@ class ContinualRelease(Mechanism, abc.ABC):
         cost: ZCDP | None = None,
         relation: str = "replace_one",
         psd: bool = False,
+        invalid: str = "raise",
     ) -> None:
-        self._open_stream(horizon, shape, sensitivity, rng, relation, psd)
+        self._open_stream(horizon, shape, sensitivity, rng, relation, psd, invalid)
         # From the public T and shape: a state that memory cannot hold is refused before the charge.
         check_state_memory(self.shape, self.horizon, self._state_bytes, f"the {type(self).__name__}'s state")
         compositions, detail, sigma_label = self._plan()
@@ -404,8 +468,9 @@ class ContinualRelease(Mechanism, abc.ABC):
         self._start()
 
     def _open_stream(self, horizon: int, shape: object, sensitivity: float, rng: np.random.Generator,
-                     relation: str, psd: bool) -> None:
-        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd)
+                     relation: str, psd: bool, invalid: str = "raise") -> None:
+        self._elements = StreamElements(horizon, shape, sensitivity, relation, psd, invalid)
+        self.invalid = invalid
         self.rng = check_generator(rng)
         self.horizon = self._elements.horizon
         self.shape = self._elements.shape
@@ -525,10 +590,16 @@ class BinaryTreeMechanism(ContinualRelease):
     psd : bool
         Matrix elements are positive semidefinite (e.g. x xᵀ): admits elements with
         ‖x‖_F ≤ Δ/√2 under replace-one instead of Δ/2.
+    invalid : {"raise", "clip"}
+        An element whose norm exceeds ``element_bound`` (or that is not finite, symmetric,
+        PSD as declared): ``"raise"`` (default) refuses it after the horizon's charge, which
+        stays spent; ``"clip"`` scales it to the bound (non-finite entries to 0, a matrix
+        symmetrised and made PSD) before its noise, so the charged guarantee holds for every
+        input (module docstring, "Clipping instead of refusing").
 
     Attributes
     ----------
-    sigma, depth, t, horizon, receipt, cost, element_bound
+    sigma, depth, t, horizon, receipt, cost, element_bound, invalid
     charged_sensitivity : float
         The Δ the charge pays for: Δ·(1 + 2η) (float slack), times the PSD factor with ``psd``.
 
@@ -536,6 +607,25 @@ class BinaryTreeMechanism(ContinualRelease):
     ------
     accounting.BudgetExceeded
         At construction, if the account cannot pay; no noise is drawn.
+
+    Examples
+    --------
+    The norm bound is Δ/2 under replace-one (a replaced element x_s' may point the other
+    way: ‖x_s − x_s'‖ ≤ ‖x_s‖ + ‖x_s'‖), so a tree of sensitivity 2 takes vectors of norm
+    ≤ 1. The whole horizon is charged at construction; with ``invalid="clip"`` an element
+    of the wrong norm is scaled onto the bound before its noise instead of being refused
+    after the charge (which would leave the budget spent and the stream stuck):
+
+    >>> import numpy as np
+    >>> from accounting import Ledger, ZCDP
+    >>> from mechanisms import BinaryTreeMechanism
+    >>> tree = BinaryTreeMechanism(Ledger(ZCDP(1)).root, horizon=100, shape=(2,), sensitivity=2.0,
+    ...                            rng=np.random.default_rng(0), cost=ZCDP(0.5), invalid="clip")
+    >>> tree.element_bound  # replace-one: Δ/2
+    1.0
+    >>> release = tree.append(np.array([3.0, 4.0]))  # norm 5: released as [0.6, 0.8] plus noise
+    >>> tree.t, release.receipt is tree.receipt
+    (1, True)
     """
 
     mechanism_name = "BinaryTreeMechanism"
