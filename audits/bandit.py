@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accounting.validation import check_int, check_positive, check_probability
+from audits.base import summary_text
 
 if TYPE_CHECKING:
     from dpglm.policies.base import Policy
@@ -193,10 +194,11 @@ class CouplingReport:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
+        """The headline and one line of detail (:func:`audits.base.summary_text`)."""
         diverged = [d for d in self.first_divergences if d is not None]
         detail = "all bit-identical" if not diverged else f"diverged in {len(diverged)} (first at round {diverged[0]})"
-        return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
-                f"coupled pairs={self.runs}: {detail}  exact (no sampling error): {self.verdict}")
+        return summary_text(self.audit, self.claimed_epsilon, self.claimed_delta,
+                            f"exact: {self.verdict}", [f"coupled pairs={self.runs}: {detail} (no sampling error)"])
 
 
 class BanditCouplingAudit:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from accounting import Account, Cost
 
 __all__ = ["CLOPPER_PEARSON", "GAUSSIAN_DP", "Audit", "AuditResult", "Claim", "approx_accounts", "check_claim_number",
-           "check_scores", "huge_budget_account"]
+           "check_scores", "huge_budget_account", "summary_text"]
 
 CLOPPER_PEARSON: Final = "clopper-pearson"
 GAUSSIAN_DP: Final = "gaussian-dp"
@@ -171,22 +171,29 @@ class AuditResult:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
-        """One line: audit, claim, bound (labelled by kind), ceilings, runs, confidence, verdict."""
-        if self.method == CLOPPER_PEARSON:
-            bound = f"certified ε ≥ {self.epsilon_lower_bound:7.4f}"
-            verdict = self.verdict
-        else:
-            bound = (f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
-                     f"ε ≥ {self.epsilon_lower_bound:7.4f} "
-                     f"assuming a Gaussian tradeoff, certified ε ≥ {self.epsilon_lower_bound_clopper_pearson:.4f}")
-            verdict = "μ-GDP refuted" if self.verdict == "violated" else self.verdict
+        """A few short lines (under 90 characters): the audit, its claim and verdict; then the bounds and runs.
+
+        Every field, at full precision, is in :meth:`to_dict` (``dpglm audit`` saves it as JSON).
+        """
+        return summary_text(self.audit, self.claimed_epsilon, self.claimed_delta,
+                            f"at {_percent(self.confidence)}: {self._verdict_text()}", self.details())
+
+    def _verdict_text(self) -> str:
+        return "μ-GDP refuted" if self.method != CLOPPER_PEARSON and self.verdict == "violated" else self.verdict
+
+    def details(self) -> list[str]:
+        """The lines under the headline: the certified bound with its ceilings and runs; the μ bound if Gaussian."""
+        certified = (self.epsilon_lower_bound if self.method == CLOPPER_PEARSON
+                     else self.epsilon_lower_bound_clopper_pearson)
         ceilings = [f"{label} {value:.3f}" for label, value in (("public", self.ceiling),
                                                                   ("held-out", self.observed_ceiling))
                     if value is not None]
-        if ceilings:
-            bound += f" (ceiling {', '.join(ceilings)})"
-        return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  {bound}  "
-                f"runs={self.runs}+{self.holdout_runs}/side  at {_percent(self.confidence)}: {verdict}")
+        lines = [f"certified ε ≥ {certified:.4f}" + (f" (ceiling {', '.join(ceilings)})" if ceilings else "")
+                 + f"; runs {self.runs}+{self.holdout_runs}/side"]
+        if self.method != CLOPPER_PEARSON:
+            lines.append(f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
+                         f"ε ≥ {self.epsilon_lower_bound:.4f} assuming a Gaussian tradeoff")
+        return lines
 
     def plot(self, path: str) -> None:
         """Save the score plot (both neighbours' histograms, the threshold, :meth:`title`) as a PNG at ``path``."""
@@ -202,8 +209,18 @@ class AuditResult:
         else:
             body = (f"certified ε≥{self.epsilon_lower_bound_clopper_pearson:.3g}; μ≥{self.mu_lower_bound:.3g} "
                     f"(claimed {self.claimed_mu:.3g}), ε≥{self.epsilon_lower_bound:.3g} assuming a Gaussian tradeoff")
-        verdict = "μ-GDP refuted" if self.method == GAUSSIAN_DP and self.verdict == "violated" else self.verdict
-        return f"{head}{body}\nat {_percent(self.confidence)} confidence: {verdict}"
+        return f"{head}{body}\nat {_percent(self.confidence)} confidence: {self._verdict_text()}"
+
+
+def summary_text(audit: str, claimed_epsilon: float, claimed_delta: float, verdict: str,
+                 details: list[str]) -> str:
+    """An audit's printed summary: one headline (name, claim, verdict), then ``details`` indented by four.
+
+    Every result type prints this shape, so ``dpglm audit``'s lines stay under 100
+    characters with its ``[real]``/``[planted]`` tag (the full record is its JSON).
+    """
+    headline = f"{audit:<28} claimed ε={claimed_epsilon:7.4f} (δ={claimed_delta:g})  {verdict}"
+    return "\n".join([headline, *(f"    {line}" for line in details)])
 
 
 def _percent(confidence: float) -> str:

@@ -89,12 +89,13 @@ def run(args: argparse.Namespace) -> int:
         else [(spec, None) for spec in specs])  # a user audit carries its own claim: no ε grid
     with engine_session(engine) as running:
         rows, failures, elapsed = _run_tasks(tasks, args)
-        print(running.summary(), file=sys.stderr)
+        if running.pids or running.failures:  # where the work ran, said only when some left this process
+            print(running.summary(), file=sys.stderr)
     levels = family_confidence(tasks)
     real = [level for (spec, _), level in zip(tasks, levels, strict=True) if spec.expected == "consistent"]
-    family = (f"family-wise: {len(real)} real-mechanism rows at confidence {real[0]:.5f} each (Bonferroni: a correct "
-              f"table is all consistent w.p. ≥ 95%); planted-bug rows at 0.95 each") if real else \
-        "planted-bug rows at 0.95 each"
+    family = (f"family-wise: {len(real)} real-mechanism rows at confidence {real[0]:.5f} each,\n"
+              f"    so a correct table is all consistent w.p. ≥ 95% (Bonferroni); planted-bug rows at 0.95 each"
+              ) if real else "planted-bug rows at 0.95 each"
     print(family)
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as handle:
         handle.write(strict_json({"rows": rows, "seconds": elapsed, "quick": args.quick, "family_wise": family,
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{len(rows)} audits in {elapsed:.1f} s; {len(rows) - failures} as expected, {failures} not; "
-          f"results in {args.out}")
+    print(f"{len(rows)} audits in {elapsed:.1f} s; {len(rows) - failures} as expected, {failures} not")
+    print(f"results in {args.out}")
     return 1 if failures else 0
 
 
@@ -113,9 +114,11 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
     """Run every (spec, ε) task, save its JSON (and plot), print its line; rows, failures, seconds."""
     from tqdm import tqdm
 
+    from dpglm.engine.progress import progress
+
     rows, failures, start = [], 0, time.perf_counter()
     levels = family_confidence(tasks)  # Bonferroni over the real-mechanism rows (audits.catalogue)
-    for (spec, eps), level in tqdm(list(zip(tasks, levels, strict=True)), desc="audits", unit="audit", file=sys.stderr):
+    for (spec, eps), level in progress(list(zip(tasks, levels, strict=True)), desc="audits", unit="audit"):
         audit = spec.build(eps, args.quick)
         if isinstance(audit, Audit):
             audit.compute_engine, audit.n_jobs = args.engine, args.jobs
@@ -134,7 +137,10 @@ def _run_tasks(tasks: list, args: argparse.Namespace) -> tuple[list[dict], int, 
         row["planted"] = spec.expected == "violated"
         rows.append(row)
         tag = "[planted] " if spec.expected == "violated" else "[real]    "
-        tqdm.write(tag + result.summary() + ("" if ok else f"   <-- expected {spec.expected}"), file=sys.stdout)
+        head, *details = result.summary().splitlines()
+        details = ([] if ok else [f"<-- expected {spec.expected}"]) + details
+        lines = [tag + head, *(" " * len(tag) + line for line in details)]
+        tqdm.write("\n".join(lines), file=sys.stdout)  # above a terminal's bar; a plain write in a log
     return rows, failures, time.perf_counter() - start
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from scipy import stats
 
 from accounting.validation import check_int, check_positive, check_probability
+from audits.base import summary_text
 
 if TYPE_CHECKING:
     from audits.base import Audit
@@ -188,12 +189,13 @@ class InSituReport:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
-        head = (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g}) for the whole "
-                f"policy; {len(self.rows)} rows at level α/{len(self.rows)}, at {100 * self.confidence:.4g}% "
-                f"overall: {self.verdict}")
-        lines = [head]
-        lines += [f"    {row['label']}: {row['summary']}" for row in self.rows]
-        return "\n".join(lines)
+        """The headline, then each recorded mechanism's row: its label and verdict, its details indented."""
+        details = [f"for the whole policy; {len(self.rows)} rows at level α/{len(self.rows)} each"]
+        for row in self.rows:
+            details.append(f"{row['label']}: {row['verdict']}")
+            details += [f"    {line}" for line in row["summary"].splitlines()]
+        return summary_text(self.audit, self.claimed_epsilon, self.claimed_delta,
+                            f"at {100 * self.confidence:.4g}% overall: {self.verdict}", details)
 
 
 def _play(policy: Policy, horizon: int, d: int, rng: np.random.Generator, arms: int = 5) -> None:
@@ -359,7 +361,7 @@ class InSituAudit:
             result = audit.run(row_runs, seed=int(row_seed), confidence=level)
             violated |= result.verdict == "violated"
             best = max(best, result.epsilon_lower_bound_clopper_pearson)
-            rows.append({"label": label, "summary": result.summary().split("  ", 1)[1].strip(),
+            rows.append({"label": label, "summary": "\n".join(result.details()),
                          "verdict": result.verdict, "claimed_epsilon": result.claimed_epsilon,
                          "epsilon_lower_bound": result.epsilon_lower_bound, "method": result.method,
                          "mu_lower_bound": result.mu_lower_bound, "claimed_mu": result.claimed_mu,
@@ -372,8 +374,8 @@ class InSituAudit:
             small = p_value < 1.0 - level
             violated |= small
             rows.append({"label": f"{record.cls.__name__} node noise drawn in the run",
-                         "summary": f"{count} standardised node-noise entries: rms {ratio:.3f} (1 if as charged), "
-                                    f"P[χ²_N ≤ observed] = {p_value:.3g}  {'violated' if small else 'consistent'}",
+                         "summary": f"{count} standardised node-noise entries: rms {ratio:.3f} (1 if as charged)\n"
+                                    f"P[χ²_N ≤ observed] = {p_value:.3g}",
                          "verdict": "violated" if small else "consistent", "rms": ratio, "p_value": p_value,
                          "entries": count})
         return InSituReport(

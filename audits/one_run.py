@@ -34,7 +34,7 @@ import numpy as np
 from scipy import stats
 
 from accounting.validation import check_int, check_positive, check_probability
-from audits.base import huge_budget_account
+from audits.base import huge_budget_account, summary_text
 from audits.bounds import (
     gdp_epsilon,
     gdp_mu_for_epsilon,
@@ -92,13 +92,14 @@ class OneRunReport:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
 
     def summary(self) -> str:
-        return (f"{self.audit:<28} claimed ε={self.claimed_epsilon:7.4f} (δ={self.claimed_delta:g})  "
-                f"certified ε ≥ {self.epsilon_lower_bound_steinke:.4f} [Steinke], "
-                f"≥ {self.epsilon_lower_bound_fdp:.4f} [f-DP, (ε, δ) curve]; "
-                f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
-                f"ε ≥ {self.epsilon_lower_bound_gdp:.4f} "
-                f"assuming a Gaussian tradeoff  [one run] m={self.canaries} canaries, {self.correct}/{self.guesses} "
-                f"right  at {100 * self.confidence:.4g}%: {self._verdict()}")
+        """The headline and three lines of detail (:func:`audits.base.summary_text`)."""
+        return summary_text(self.audit, self.claimed_epsilon, self.claimed_delta,
+                            f"at {100 * self.confidence:.4g}%: {self._verdict()}", [
+                                f"certified ε ≥ {self.epsilon_lower_bound_steinke:.4f} [Steinke], "
+                                f"≥ {self.epsilon_lower_bound_fdp:.4f} [f-DP, (ε, δ) curve]",
+                                f"μ ≥ {self.mu_lower_bound:.4f} vs claimed {self.claimed_mu:.4f}: "
+                                f"ε ≥ {self.epsilon_lower_bound_gdp:.4f} assuming a Gaussian tradeoff",
+                                f"one run: m={self.canaries} canaries, {self.correct}/{self.guesses} guesses right"])
 
     def _verdict(self) -> str:
         return "μ-GDP refuted" if self.refuted_by == "μ-GDP" else self.verdict

@@ -256,9 +256,8 @@ def _jobs(grid: list[float], runs: int, seed: int, max_steps: int, instances: tu
 def _run_jobs(jobs: list[tuple[Any, tuple[Any, ...]]], engine: Any, manifest_path: Path,
               progress: bool) -> list[dict[str, Any]]:
     """Run the jobs the manifest lacks on ``engine``; every finished point is appended to the manifest at once."""
-    from tqdm import tqdm
-
     from dpglm.engine.engine import Engine, TaskFailures
+    from dpglm.engine.progress import progress as progress_bar
     from dpglm.engine.results import Manifest
 
     keys = [repr((f.__name__, *a)) for f, a in jobs]
@@ -268,7 +267,7 @@ def _run_jobs(jobs: list[tuple[Any, tuple[Any, ...]]], engine: Any, manifest_pat
             print(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} points already in {manifest_path}")
         with Engine(engine) as running:
             it = running.imap(_call_point, [jobs[i] for i in todo])
-            for j, row in tqdm(it, total=len(todo), desc="bai points", disable=not progress):
+            for j, row in progress_bar(it, total=len(todo), desc="bai points", unit="point", disable=not progress):
                 manifest.add(keys[todo[j]], [row])
             if running.failures:
                 raise TaskFailures("point(s)", [f"{jobs[todo[i]][1][:3]}: {m}" for i, m in running.failures])

@@ -233,9 +233,9 @@ def run_cells(
     todo = [cell for cell, key in zip(cells, keys, strict=True) if key not in store.results]
     bar = None
     if progress:
-        from tqdm import tqdm
+        from dpglm.engine.progress import progress as progress_bar
 
-        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=desc, unit="run")
+        bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc=desc, unit="run")
     failures: list[str] = []
     running = current_engine()
     try:

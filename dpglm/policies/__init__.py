@@ -59,10 +59,11 @@ def run_policy_record(
     """Play ``policy`` on ``env`` for the whole horizon (the env is reset first).
 
     The env is reset first, so one env can replay the same contexts and reward
-    uniforms for several policies. ``progress`` shows a tqdm bar. The record takes the
-    env's per-round arrays as they are, without copies (24 bytes a round less at the
-    run's peak; docs/design.md, memory flat in T): a played-out env writes them no more,
-    and its next :meth:`~dpglm.envs.ContextualGLMEnv.reset` allocates new ones.
+    uniforms for several policies. ``progress`` shows a tqdm bar (lines in a log:
+    :mod:`dpglm.engine.progress`). The record takes the env's per-round arrays as they
+    are, without copies (24 bytes a round less at the run's peak; docs/design.md, memory
+    flat in T): a played-out env writes them no more, and its next
+    :meth:`~dpglm.envs.ContextualGLMEnv.reset` allocates new ones.
     """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a dpglm.policies.Policy, got {type(policy).__name__}")
@@ -71,9 +72,9 @@ def run_policy_record(
     env.reset()
     rounds = range(env.horizon)
     if progress:
-        from tqdm import tqdm
+        from dpglm.engine.progress import progress as progress_bar
 
-        rounds = tqdm(rounds, desc=getattr(policy, "name", type(policy).__name__), leave=False)
+        rounds = progress_bar(rounds, desc=getattr(policy, "name", type(policy).__name__), unit="round", leave=False)
     start = time.perf_counter()
     contexts, pull, choose, observe = env.contexts, env.pull, policy.choose, policy.observe
     for t in rounds:
