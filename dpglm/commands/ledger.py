@@ -1,14 +1,18 @@
-"""``dpglm ledger demo`` and ``dpglm ledger show JOURNAL``: build and inspect privacy ledgers.
+"""``dpglm ledger demo``, ``dpglm ledger show JOURNAL`` and ``dpglm ledger pgserver``: build and inspect ledgers.
 
 ``demo`` builds the paper's Algorithm-2 budget (paper §6, "privacy guarantee":
 (ε, δ) split into thirds for the binary trees, the switching times and the
 optimizer), charges it as the algorithm would and prints the budget report.
+``pgserver`` starts a throwaway local PostgreSQL server for trying the PostgreSQL
+journal (the tests' own, :mod:`accounting.journal._pgserver`), prints its URL and
+runs until Ctrl-C, which stops it and deletes its directory (docs/postgres.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 
 from accounting import (
@@ -36,12 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--horizon", type=int, default=5000, help="horizon T of the tree (default 5000)")
     demo.add_argument("--refits", type=int, default=5,
                       help="DP-SGD refits the optimizer budget is sized for: each costs ρ_max/refits (default 5)")
-    demo.add_argument("--journal", default=None, help="SQLite journal file to write (default: in memory)")
+    demo.add_argument("--journal", default=None,
+                      help="journal to write: a SQLite file or a postgresql:// URL (default: in memory)")
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
     show = sub.add_parser("show", help="print the report of a journal (opened read-only)",
                           description="Print the report of a journal, opened read-only.")
-    show.add_argument("journal", help="SQLite journal written by a Ledger")
+    show.add_argument("journal", help="journal written by a Ledger: a SQLite file or a postgresql:// URL")
     show.add_argument("--json", action="store_true", help="print the report as JSON")
+    sub.add_parser("pgserver", help="start a throwaway local PostgreSQL server to try the journal; Ctrl-C ends it",
+                   description="Start a throwaway PostgreSQL server (initdb in a temporary directory, 127.0.0.1, a "
+                               "free port, durable settings), print its URL and wait; Ctrl-C (or SIGTERM) stops it "
+                               "and deletes everything. For trying journal='postgresql://...', not for budgets that "
+                               "matter: docs/postgres.md sets up a real server. Needs the PostgreSQL server binaries "
+                               "(Debian: postgresql-15, or DPGLM_PG_BIN).")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -101,7 +112,41 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pgserver(args: argparse.Namespace) -> int:
+    """Start :class:`accounting.journal._pgserver.TemporaryServer`, print how to use it, wait for Ctrl-C or SIGTERM."""
+    from accounting.journal._pgserver import TemporaryServer, find_bin
+
+    if find_bin() is None:
+        raise OSError("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: install them (Debian: "
+                      "apt-get install postgresql-15) or set DPGLM_PG_BIN to their folder")
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: the same clean end as Ctrl-C
+    with TemporaryServer() as server:
+        url = f"{server.url}?journal=try"
+        print(f"PostgreSQL is running (throwaway: Ctrl-C stops it and deletes {server.root})\n"
+              f"  server URL:  {server.url}\n"
+              f"  a journal:   {url}\n"
+              "try it from another shell (the client needs: pip install -e \".[postgres]\"):\n"
+              f"  dpglm ledger demo --journal '{url}'\n"
+              f"  dpglm ledger show '{url}'\n"
+              f"  python -c \"from accounting import Ledger, ZCDP; "
+              f"print(Ledger(ZCDP(1), journal='{server.url}?journal=mine').report())\"\n"
+              "each client keeps anchors in DPGLM_ANCHOR_DIR (default ~/.local/state/dpglm/anchors); "
+              "a real server: docs/postgres.md", flush=True)
+        try:
+            while True:
+                signal.pause()
+        except KeyboardInterrupt:
+            print("stopping the server and deleting its directory", file=sys.stderr, flush=True)
+    return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     if args.ledger_command == "demo":
         return _demo(args)
+    if args.ledger_command == "pgserver":
+        return _pgserver(args)
     return _show(args)
