@@ -1,7 +1,8 @@
 """The leaf ``w·x xᵀ`` formed by the mechanism from (x, w): PSD by construction (mechanisms/tree.py's fast path).
 
-Split from :mod:`mechanisms.tree` (re-exported there), whose element checks accept it
-without an eigenvalue test; the tree module's docstring gives the tolerance argument.
+Split from :mod:`mechanisms.tree` (re-exported there); the stream's element checks accept
+it without an eigenvalue test, and :mod:`mechanisms.stream_elements`' docstring gives the
+tolerance argument.
 """
 
 from __future__ import annotations
