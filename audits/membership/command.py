@@ -135,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
                 rows.append({key: record[key] for key in SUMMARY_FIELDS})
             _write_summary(folder, rows, time.perf_counter() - start)
             print(f"results in {folder}", file=sys.stderr)
-        print(running.summary(), file=sys.stderr)
+        if running.pids or running.failures:  # where the work ran, said only when some left this process
+            print(running.summary(), file=sys.stderr)
     return 1 if refuted else 0
 
 
