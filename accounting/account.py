@@ -49,7 +49,7 @@ from accounting.spend import (
 from accounting.split import Allocations, check_curves, check_weights, describe_split, plan_split
 from accounting.uncopyable import Uncopyable
 from accounting.usage import ChargeRecord
-from accounting.validation import check_text
+from accounting.validation import check_exact, check_text
 
 if TYPE_CHECKING:
     from accounting.ledger import Ledger
@@ -251,11 +251,13 @@ class Account(Uncopyable):
         unsupported combination raises ``TypeError`` naming it. The event is
         journalled and returned by :meth:`Ledger.to_dp_event`.
         """
-        from accounting.events import charge_event
+        from accounting.events import cost_of_event
 
         check_text("mechanism", mechanism)
-        return charge_event(self, event, mechanism=mechanism, relation=relation, delta=delta, partition=partition,
-                            note=note)
+        exact_delta = None if delta is None else check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
+        cost, pair = cost_of_event(event, self.currency, relation, self.relation, exact_delta)
+        return self._charge(cost, mechanism, self.relation, partition, note, analysis=False, event=pair,
+                            from_event=True, requested=(relation, event))
 
     def _charge(self, cost: Cost, mechanism: str, relation: str, partition: PartitionKey, note: str,
                 *, analysis: bool, event: Any = None, from_event: bool = False, requested: Any = None) -> Receipt:

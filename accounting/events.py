@@ -30,13 +30,13 @@ import math
 from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dp_accounting
 from dp_accounting import dp_event
 
 from accounting import rdp
-from accounting.chargeable import PartitionKey, Receipt, account_name
+from accounting.chargeable import account_name
 from accounting.costs import (
     GDP,
     ORDERS,
@@ -50,13 +50,8 @@ from accounting.costs import (
     check_relation,
 )
 from accounting.event_check import checked_event, gaussian_event, gaussian_mu_squared, gaussian_parts
-from accounting.validation import check_exact
 
-if TYPE_CHECKING:
-    from accounting.ledger import Account, Ledger
-
-__all__ = ["charge_event", "cost_of_event", "event_from_dict", "event_to_dict", "finite_curve", "planned_curve",
-           "to_dp_event"]
+__all__ = ["charges_as_event", "cost_of_event", "event_from_dict", "event_to_dict", "finite_curve", "planned_curve"]
 
 _UNSAMPLED = (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent, dp_event.ZCDpEvent, dp_event.NoOpDpEvent)
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -393,15 +388,6 @@ def planned_curve(event: dp_event.DpEvent, eps: Number, delta: Number, *, relati
     return held_for_workload(curve, as_fraction(eps, "eps"), filter_delta(as_fraction(delta, "delta")))
 
 
-def charge_event(account: Account, event: dp_event.DpEvent, *, mechanism: str, relation: str,
-                 delta: Number | None = None, partition: PartitionKey = None, note: str = "") -> Receipt:
-    """:meth:`accounting.ledger.Account.charge_event`."""
-    exact_delta = None if delta is None else check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
-    cost, pair = cost_of_event(event, account.currency, relation, account.relation, exact_delta)
-    return account._charge(cost, mechanism, account.relation, partition, note, analysis=False,
-                           event=pair, from_event=True, requested=(relation, event))
-
-
 # ----- the ledger as one event -------------------------------------------------------------------
 def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | None,
                   from_event: bool) -> dp_event.DpEvent:
@@ -425,11 +411,8 @@ def _charge_event(seq: int, path: str, charged: Cost, event: dp_event.DpEvent | 
                     "approximate DP (no EpsilonDeltaDpEvent)")
 
 
-def to_dp_event(ledger: Ledger) -> dp_event.ComposedDpEvent:
-    """:meth:`accounting.ledger.Ledger.to_dp_event` (all charges, partitions composed sequentially)."""
-    with ledger._lock:
-        charges = sorted((seq, account.path, charged, event, from_event, count) for account in ledger.accounts()
-                         for seq, charged, event, from_event, count in account.charge_counts())
+def charges_as_event(charges: list[tuple[int, str, Cost, Any, bool, int]]) -> dp_event.ComposedDpEvent:
+    """:meth:`accounting.ledger.Ledger.to_dp_event` of the ledger's distinct charges with their counts."""
     return dp_event.ComposedDpEvent([_repeated(_charge_event(seq, path, charged, event, from_event), count)
                                      for seq, path, charged, event, from_event, count in charges])
 

@@ -353,10 +353,30 @@ class Ledger(Uncopyable):
         whose costs are fixed in advance, declare them with :meth:`Account.plan`
         before the first charge.
         """
-        from accounting.nonadaptive import nonadaptive_guarantee
+        from accounting.nonadaptive import composed_figure
 
         with self._fresh():
-            return nonadaptive_guarantee(self, delta)
+            if delta is None:
+                if self.currency not in ("pure", "approx"):
+                    raise ValueError(f"delta is required for the non-adaptive figure of a {self.currency} budget")
+                target = self.root._used_vector()[1]  # the δ the charges (and the children's shares in use) spent
+                if target == 0:
+                    raise ValueError("delta is required: the charges spent no delta (pass delta in (0, 1))")
+            else:
+                target = check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
+            cached = self._nonadaptive_cache
+            if cached is not None and cached[0] == (self._seq, target):
+                result: ApproxDP = cached[1]
+                return result
+            result = ApproxDP(composed_figure(self._charge_list(), target), target)
+            self._nonadaptive_cache = ((self._seq, target), result)
+            return result
+
+    def _charge_list(self) -> list[tuple[int, str, Cost, Any, bool, int]]:
+        """Every account's distinct charges with their counts, in the order first made (caller holds the lock)."""
+        return sorted(((seq, account.path, charged, event, from_event, count) for account in self.accounts()
+                       for seq, charged, event, from_event, count in account._record.counts()),
+                      key=lambda entry: entry[0])
 
     def to_dp_event(self) -> Any:
         """Everything charged so far as one dp-accounting ``ComposedDpEvent``, in pair form.
@@ -371,10 +391,10 @@ class Ledger(Uncopyable):
         ``ZCDpEvent``. Parallel partitions are composed sequentially (an upper
         bound).
         """
-        from accounting.events import to_dp_event
+        from accounting.events import charges_as_event
 
-        self.refresh()
-        return to_dp_event(self)
+        with self._fresh():
+            return charges_as_event(self._charge_list())
 
     def report(self) -> str:
         """The budget tree as a text table (see :mod:`accounting.report`)."""

@@ -29,27 +29,21 @@ ledger's relation; partitions are composed sequentially, an upper bound):
   :func:`accounting.rdp.curve_to_approx_certified`.
 - else none (``TypeError`` naming the first charge without a curve).
 
-At the δ the charges spent (the default for a pure or approx budget) the
-figure is the smaller of this and the realised spend converted
-(:mod:`accounting.pooling`), valid under the same condition. Cached per
-journal row and δ (a report reads it twice).
+Pure functions of the charges (:data:`Charge`): the ledger gathers them
+(:meth:`accounting.ledger.Ledger.nonadaptive_figure`), a plan lists its own
+(:mod:`accounting.plans`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accounting.chargeable import account_name
-from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, Number, PureDP
-from accounting.validation import check_exact
+from accounting.costs import GDP, ORDERS, RDP, ZCDP, ApproxDP, Cost, PureDP
 
-if TYPE_CHECKING:
-    from accounting.ledger import Ledger
-
-__all__ = ["Charge", "composed_figure", "nonadaptive_guarantee"]
+__all__ = ["Charge", "composed_figure"]
 _INTERVAL = 1e-4
 _MAX_PARAMETER_PLDS = 200  # distinct (ε, δ) charges composed as privacy-parameter PLDs
 
@@ -57,40 +51,6 @@ _MAX_PARAMETER_PLDS = 200  # distinct (ε, δ) charges composed as privacy-param
 #: A distinct charge and how often it was made: (first seq, account path, charged, pair-form event, from an event,
 #: count). A plan's items take the same form (:mod:`accounting.plans`).
 Charge = tuple[int, str, Cost, Any, bool, int]
-
-
-def _charges(ledger: Ledger) -> Iterator[Charge]:
-    yield from sorted((seq, account.path, charged, event, from_event, count) for account in ledger.accounts()
-                      for seq, charged, event, from_event, count in account.charge_counts())
-
-
-def nonadaptive_guarantee(ledger: Ledger, delta: Number | None) -> ApproxDP:
-    """:meth:`accounting.ledger.Ledger.nonadaptive_figure` (caller holds the lock).
-
-    ``delta``: the δ of the figure; default, for a pure or approx budget, the δ
-    the charges spent (what :meth:`~accounting.ledger.Ledger.guarantee` states).
-    """
-    odometer: Fraction | None = None
-    if delta is None:
-        if ledger.currency not in ("pure", "approx"):
-            raise ValueError(f"delta is required for the non-adaptive figure of a {ledger.currency} budget")
-        from accounting.pooling import pooled_guarantee
-
-        stated = pooled_guarantee(ledger, None)
-        target = stated.delta if isinstance(stated, ApproxDP) else Fraction(0)
-        if target == 0:
-            raise ValueError("delta is required: the charges spent no delta (pass delta in (0, 1))")
-        odometer = stated.eps  # valid under the same condition, at the same δ: keep the smaller
-    else:
-        target = check_exact("delta", delta, 0, 1, low_open=True, high_open=True)
-    cached = ledger._nonadaptive_cache
-    if cached is not None and cached[0] == (ledger._seq, target):
-        result: ApproxDP = cached[1]
-        return result
-    eps = composed_figure(list(_charges(ledger)), target)
-    result = ApproxDP(eps if odometer is None else min(eps, odometer), target)
-    ledger._nonadaptive_cache = ((ledger._seq, target), result)
-    return result
 
 
 def composed_figure(charges: list[Charge], delta: Fraction) -> Fraction:
