@@ -78,7 +78,8 @@ _REFUSED, _NOTHING = 1e300, 1e-300
 
 def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, what: str,
             used_of: Callable[[Cost], tuple[float, bool]] | None = None) -> float:
-    """The smallest float x > 0 with cost_of(x) fitting ``remaining``, to a cost ≥ 0.992 of it (or 10⁻⁹ relative).
+    """The smallest float x > 0 with cost_of(x) fitting ``remaining``, to a cost ≥ 0.992 of it (or 10⁻⁹ relative;
+    10⁻³ where the fitting end costs nothing at all, so no budget is left unused).
 
     The cost decreases in x. A bracket [low (does not fit), high (fits)] is
     grown from ``guess`` by factors of 1.5, then narrowed by regula falsi
@@ -122,8 +123,11 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
             raise ValueError(f"the remaining budget {remaining} fits any {what} down to {low:.3g}")
     f_low, f_high = math.log(used(low)), math.log(used(high))  # f_low > 0 >= f_high
     last = 0  # which end moved last (Illinois: halve the stale end's value when the same end moves twice)
-    while used(high) < _GOOD_ENOUGH and high - low > 1e-9 * high:
+    widths = [math.log(high) - math.log(low)]
+    while used(high) < _GOOD_ENOUGH and high - low > (1e-3 if used(high) <= _NOTHING else 1e-9) * high:
         t = f_low / (f_low - f_high) if f_low > f_high else 0.5
+        if len(widths) > 2 and widths[-1] > widths[-3] / 2:  # not halving (a cost that jumps): bisect
+            t = 0.5
         middle = math.exp(math.log(low) + min(max(t, 0.02), 0.98) * (math.log(high) - math.log(low)))
         f_middle = math.log(used(middle))
         if f_middle <= 0:
@@ -134,6 +138,7 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
             low, f_low = middle, f_middle
             f_high = f_high / 2 if last == -1 else math.log(used(high))
             last = -1
+        widths.append(math.log(high) - math.log(low))
     return high
 
 
