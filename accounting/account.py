@@ -242,14 +242,10 @@ class Account(Uncopyable):
                      partition: PartitionKey = None, note: str = "") -> Receipt:
         """Charge a dp-accounting ``DpEvent``, costed in this account's currency by dp-accounting.
 
-        rdp: its RDP curve on the grid; gdp: μ² of unsubsampled Gaussian events
-        only; zcdp: Gaussian and ZCDp events; pure: Laplace events; approx: the
-        PLD ε of this one pre-declared composition at ``delta`` (required there,
-        refused elsewhere). ``relation`` is the relation the event's
-        sensitivities are stated for; in a ledger of the other relation the
-        event is restated soundly or refused (:mod:`accounting.events`). An
-        unsupported combination raises ``TypeError`` naming it. The event is
-        journalled and returned by :meth:`Ledger.to_dp_event`.
+        rdp: its RDP curve on the grid; gdp: μ² of unsubsampled Gaussians; zcdp: Gaussian and ZCDp events; pure:
+        Laplace events; approx: the PLD ε of this one composition at ``delta`` (required there, refused elsewhere).
+        ``relation``: the relation its sensitivities are stated for, restated soundly to the ledger's or refused
+        (:mod:`accounting.events`); an unsupported combination raises ``TypeError`` naming it.
         """
         from accounting.events import cost_of_event
 
