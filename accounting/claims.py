@@ -45,11 +45,11 @@ __all__ = ["Claim", "ClaimPart", "account_epsilon", "divergences", "ledger_claim
 
 #: What each basis means, as the report and the JSON say it.
 BASES = {
-    "pure": "realised ε of pure charges: each charge's privacy loss is bounded by its ε, however it was chosen",
-    "approx": "realised ε of (ε, δ) charges at the budget's fixed δ (their δs are capped by the filter, not summed)",
-    "odometer": "a ladder of Rényi filters fixed from the account's share (docs/accounting.md, \"Claims\")",
-    "plan": "the non-adaptive figure of the plan declared before the first charge (charges follow it in order)",
-    "filter": "the account's budget: journalled before odometer ladders existed, it reserved no δ for one",
+    "pure": "the realised ε of pure charges",
+    "approx": "the realised ε of (ε, δ) charges, at the budget's δ",
+    "odometer": "its odometer ladder, fixed from its share",
+    "plan": "the figure of the plan it declared before its first charge",
+    "filter": "its budget (journalled before odometer ladders existed)",
 }
 
 

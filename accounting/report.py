@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["cost_json", "format_cost", "render_json", "render_text"]
 
-NONADAPTIVE = ("non-adaptive composition of the same charges (NOT a claim: valid only if every cost had been "
-               "fixed before any data were seen; declare a plan to claim such a figure)")
+NONADAPTIVE = ("not a claim: the same charges composed as if every cost had been fixed in advance "
+               "(declare a plan to claim such a figure)")
 PARALLEL_RULE = ("charges and sub-accounts under distinct partition keys compose by max: everything under one key "
                  "must touch only users nothing under another key touches, and must not read their data")
 
@@ -133,23 +133,21 @@ def _mechanism_line(account: Account, use: dict[str, Any]) -> str:
     return f"  {account_name(account.path)}: {tag}{what} ×{use['count']}{keys}: {format_cost(use['total'])}"
 
 
-def _ladder_line(account: Account) -> str:
+def _how(account: Account) -> str:
+    """How an account's claim part is read: its plan, or its ladder's rungs and their δs."""
     ladder = account.ladder
     assert ladder is not None
-    if account.planned:
-        plan = account.declared_plan
-        assert plan is not None
-        return f"  {account.path}: plan {plan.describe()}; its figure ε={_num(plan.claim_eps)}"
+    plan = account.declared_plan
+    if plan is not None:
+        return f"plan: {plan.describe()}"
     if ladder.top_delta == ladder.delta:
-        return f"  {account.path}: its budget (journalled before odometer ladders existed)"
-    share = f"fixed from its share ε={_num(ladder.eps)} δ={_num(ladder.delta)}"
-    rungs = [(o, d) for o, d in zip(ladder.orders, ladder.deltas, strict=True)]
-    held = [f"α={float(o):g} at δ={_num(d)} (its budget's order)" for o, d in rungs if d > ladder.delta / 2]
+        return "its budget"
+    rungs = list(zip(ladder.orders, ladder.deltas, strict=True))
+    held = [f"α={float(o):g} at δ={_num(d)}" for o, d in rungs if d > ladder.delta / 2]
     others = [o for o, d in rungs if d <= ladder.delta / 2]
-    top = [] if ladder.top is None else [f"its budget's own ε={_num(ladder.top)} at δ={_num(ladder.top_delta)}"]
-    lower = [f"Rényi rungs α={', '.join(f'{float(o):g}' for o in others)} at δ={_num(rungs[-1][1])} each"] \
-        if others else []
-    return f"  {account.path}: " + "; ".join(top + held + lower) + f", {share}"
+    top = [] if ladder.top is None else [f"budget ε={_num(ladder.top)} at δ={_num(ladder.top_delta)}"]
+    lower = [f"α={', '.join(f'{float(o):g}' for o in others)} at δ={_num(rungs[-1][1])} each"] if others else []
+    return "; ".join(top + held + lower)
 
 
 def render_text(ledger: Ledger) -> str:
@@ -158,7 +156,6 @@ def render_text(ledger: Ledger) -> str:
               "claim (ε, δ)")
     rows: list[tuple[str, ...]] = []
     details: list[str] = []
-    ladders: list[str] = []
     parallel: list[str] = []
     for account in ledger.accounts():
         depth = account.path.count("/") + (1 if account.path else 0)
@@ -173,8 +170,6 @@ def render_text(ledger: Ledger) -> str:
                      format_cost(account.charged), format_cost(account.remaining),
                      (format_cost(own) + " " + _basis(account)).strip() if own is not None else _basis(account)))
         details.extend(_mechanism_line(account, use) for use in account.usage())
-        if account.ladder is not None and account.path:
-            ladders.append(_ladder_line(account))
         keyed = sorted({str(k) for k in account._partitions})
         if len(keyed) > 1:
             parallel.append(f"  {account_name(account.path)}: charges under {len(keyed)} keys")
@@ -193,14 +188,15 @@ def render_text(ledger: Ledger) -> str:
     if claim is None:
         lines.append(why_not)
     else:
-        lines.append(f"CLAIM (publish this): {format_cost(claim)} — valid however the charges were chosen "
-                     "(fully adaptive composition), read off this run (docs/accounting.md, \"Claims\")")
+        lines.append(f"CLAIM (publish this): {format_cost(claim)}, valid however the charges were chosen "
+                     "(docs/accounting.md, \"Claims\")")
         for part in claim.parts:
+            account = ledger.account(part.path)
+            how = f" ({_how(account)})" if account.ladder is not None else ""
             lines.append(f"  {account_name(part.path)}"
                          + (f" [partition {part.partition!r}]" if part.partition is not None else "")
-                         + f": ε={_num(part.eps)} — {BASES[part.basis]}")
-        lines.extend(ladders)
-    lines.append(f"budget (the filter: refuses charges past it; always valid): {format_cost(ledger.budget)}")
+                         + f": ε={_num(part.eps)}, {BASES[part.basis]}{how}")
+    lines.append(f"budget (the filter: refuses charges past it): {format_cost(ledger.budget)}")
     if parallel:
         lines.append(f"parallel composition ({PARALLEL_RULE}):")
         lines.extend(parallel)
