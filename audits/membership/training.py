@@ -191,16 +191,19 @@ def _engine(compute_engine: str, n_jobs: int) -> Iterator[Any]:
 
 def train_models(table: ScoreTable, fit: FitRef, score: FitRef, X: np.ndarray, y: np.ndarray, *,
                  compute_engine: str = "local", n_jobs: int = 1, progress: bool = True, name: str = "") -> None:
-    """Fit and score every model the table lacks, on the engine, saving the store after each; errors in one line."""
-    from tqdm import tqdm
+    """Fit and score every model the table lacks, on the engine, saving the store after each; errors in one line.
+
+    Progress is a bar on a terminal and whole lines in a log (:func:`dpglm.engine.progress.progress`).
+    """
+    from dpglm.engine.progress import progress as progress_bar
 
     missing = [j for j in range(table.models) if not table.done[j]]
     if not missing:
         return
     tasks = [(fit, score, X, y, j, table.seed) for j in missing]
     with _engine(compute_engine, n_jobs) as engine, \
-            tqdm(total=table.models, initial=table.models - len(missing), desc=name or "models", unit="model",
-                 file=sys.stderr, disable=not progress) as bar:
+            progress_bar(total=table.models, initial=table.models - len(missing), desc=name or "models",
+                         unit="model", file=sys.stderr, disable=not progress) as bar:
         for _, (index, values, cpu, error) in engine.imap(_train, tasks):
             if error is not None:
                 raise ValueError(" ".join(error.split()))

@@ -75,6 +75,12 @@ class LineProgress:
             if not (self.total and self.n >= self.total):  # the last line is close()'s
                 self._write(now)
 
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Write the final line (once)."""
         if not self._closed:
