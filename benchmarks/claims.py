@@ -84,8 +84,8 @@ def demo_rows() -> None:
     tight = policy.joint_plan.tight
     assert tight is not None and not tight.exploration  # the demo's setting: the H tree and θ̂_τ refits only
     charges = [(charged, count) for _, charged, _, _, count in ledger.account("pool").charge_counts()]
-    horizon_plan = [GDP.from_mu_squared(tight.mu_sq_h)] + \
-        [GDP.from_mu_squared(tight.mu_sq_refit_tau)] * tight.refits_tau
+    (tree, _), (refit, _) = charges  # the H tree once, then θ̂_τ refits of one cost each, as charged
+    horizon_plan = [tree] + [refit] * tight.refits_tau
     replay = Ledger(ApproxDP(4, 0.02))
     planned = replay.split({"pool": 1}, currency={"pool": "gdp"})["pool"]
     planned.plan(horizon_plan)
