@@ -341,10 +341,19 @@ def _check_pld_work(costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) 
 
 
 def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> ApproxDP:
-    """The ε at ``delta`` of dp-accounting's PLD of ``costed`` (rounded up), as an (ε, δ) cost."""
+    """The ε at ``delta`` of dp-accounting's PLD of ``costed`` (rounded up), as an (ε, δ) cost.
+
+    Where the PLD would be too large to build (:func:`_check_pld_work`) or cannot resolve ``delta``
+    (dp-accounting truncates its tails near 10⁻¹⁵), the event's RDP conversion at ``delta`` is charged
+    instead: a valid bound on the same event's ε (any order's CKS conversion is, docs/accounting.md
+    "Rényi DP"), looser than the PLD, so the charge is never refused for want of a PLD.
+    """
     from dp_accounting.pld import pld_privacy_accountant
 
-    _check_pld_work(costed, neighbours, delta)
+    try:
+        _check_pld_work(costed, neighbours, delta)
+    except ValueError:
+        return _rdp_approx_cost(event, costed, neighbours, delta, "its PLD would be too large to build")
     accountant = pld_privacy_accountant.PLDAccountant(neighbours, value_discretization_interval=_PLD_INTERVAL)
     if not accountant.supports(costed):
         raise TypeError(f"dp-accounting's PLDAccountant does not support {costed}")
@@ -352,15 +361,19 @@ def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any
     eps = float(accountant.get_epsilon(float(delta)))
     if math.isfinite(eps):
         return ApproxDP(_round_up(eps), delta)
-    # δ below what the PLD resolves (dp-accounting truncates its tails at ~1e-15): the RDP conversion at δ bounds
-    # the same event's ε (any order's CKS conversion is valid, docs/accounting.md "Rényi DP").
+    return _rdp_approx_cost(event, costed, neighbours, delta, "its PLD does not resolve that delta")
+
+
+def _rdp_approx_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction,
+                     why: str) -> ApproxDP:
+    """The RDP conversion at ``delta`` of the event, where its PLD cannot be used (``why``)."""
     from accounting.rdp import curve_to_approx_certified
 
     try:
         curve = _rdp_cost(event, costed, neighbours)
     except TypeError:
-        raise TypeError(f"{type(event).__name__} has no finite epsilon at delta={float(delta)} (its PLD does not "
-                        "resolve that delta and it has no RDP curve)") from None
+        raise ValueError(f"{type(event).__name__} cannot be costed at delta={float(delta)}: {why}, and it has no "
+                         "RDP curve") from None
     return ApproxDP(curve_to_approx_certified(curve.epsilons, delta, curve.orders), delta)
 
 

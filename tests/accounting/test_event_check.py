@@ -56,7 +56,8 @@ MALFORMED = [  # (currency, event, error, field named) — the issue's list, and
     ("approx", dp_accounting.ComposedDpEvent([G(1.0), "x"]), TypeError, r"ComposedDpEvent.events\[1\]"),
     ("approx", dp_accounting.NonPrivateDpEvent(), TypeError, "NonPrivateDpEvent"),
     ("approx", SELF(G(1.0), 10**9), ValueError, "mu"),  # 72.8 TiB of PLD in dp-accounting; refused unbuilt
-    ("approx", SELF(POISSON(0.5, G(0.5)), 10**7), ValueError, "PLD"),  # bounded work
+    # bounded work: its PLD (~10^9 points) is not built; its RDP conversion is charged, and does not fit
+    ("approx", SELF(POISSON(0.5, G(0.5)), 10**7), BudgetExceeded, "exceeds remaining"),
 ]
 
 
