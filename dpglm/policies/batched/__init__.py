@@ -72,7 +72,7 @@ Speed and memory (issue 32): within a batch the rule is fixed and contexts are i
 does this) and computes their designs in one vectorised
 :func:`dpglm.design.g_optimal_design` call, on ``matmul``; :meth:`choose` falls back to the
 single-set computation for arm sets it was not given, with the same result (a set's design
-depends on that set alone). A batch keeps its rows in arrays of its public length (the last
+depends on that set alone). A batch keeps its rows in arrays doubling up to its public length (the last
 batch keeps none), and its leaves ``w x xᵀ`` are formed from them a chunk at a time when it
 ends, so a run's memory does not grow with the batch lengths beyond 8·(d + 2) bytes a
 round of one non-final batch.

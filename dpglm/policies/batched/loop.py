@@ -24,6 +24,8 @@ from dpglm.policies.batched.schedule import batch_schedule
 
 __all__ = ["BatchedGLMBandit"]
 
+_FIRST_ROWS = 1024  # rows a batch's arrays start with (they double up to its length)
+
 
 @dataclass(frozen=True)
 class _ConfidenceSet:
@@ -85,8 +87,7 @@ class BatchedGLMBandit(Policy):
         self._v_inverse: np.ndarray | None = None
         self.confidence_sets: list[tuple[int, _ConfidenceSet]] = []
         self.estimates: dict[int, np.ndarray] = {}
-        self._x, self._y, self._w = self._batch_rows()
-        self._filled = 0
+        self._start_rows()
         self._pending: tuple[np.ndarray, float] | None = None
         self._plan: tuple[int, np.ndarray, np.ndarray] | None = None  # (start t, arm sets, weights)
         self.counts = {"granted": 0, "refused": 0, "planned_rounds": 0, "unplanned_rounds": 0}
@@ -103,14 +104,26 @@ class BatchedGLMBandit(Policy):
         plan = self._plan
         return plan is not None and self.t - plan[0] < len(plan[1])
 
-    def _batch_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Room for the current batch's rows (x, y, leaf weight): its public length; none in the last batch.
+    def _start_rows(self) -> None:
+        """Room for the current batch's rows (x, y, leaf weight), up to its public length; none in the last batch.
 
         The last batch releases and fits nothing (choice 6), so it keeps no rows: a run holds
         at most one earlier batch's rows, 8·(d + 2) bytes a round of that batch (issue 32).
+        The arrays start at 1024 rows and double as rounds come (a horizon of 2⁵³ plans
+        batches far beyond memory; only the rows played are ever held).
         """
-        n = int(self.schedule.lengths[self.batch - 1]) if self.batch < len(self._ends) else 0
-        return np.empty((n, self.d)), np.empty(n), np.empty(n)
+        self._row_limit = int(self.schedule.lengths[self.batch - 1]) if self.batch < len(self._ends) else 0
+        n = min(self._row_limit, _FIRST_ROWS)
+        self._x, self._y, self._w = np.empty((n, self.d)), np.empty(n), np.empty(n)
+        self._filled = 0
+
+    def _grow_rows(self) -> None:
+        """Double the row arrays (at most to the batch's length), keeping the rows filled."""
+        n = self._filled
+        size = min(2 * n, self._row_limit)
+        x, y, w = np.empty((size, self.d)), np.empty(size), np.empty(size)
+        x[:n], y[:n], w[:n] = self._x[:n], self._y[:n], self._w[:n]
+        self._x, self._y, self._w = x, y, w
 
     def _scaled_design(self, arm_sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The design weights ``(n, K)`` of the current rule and the leaf weights ``(n, K)``."""
@@ -185,7 +198,9 @@ class BatchedGLMBandit(Policy):
         x, w = self._pending
         self._pending = None
         i = self._filled
-        if i < len(self._y):  # the last batch keeps no rows
+        if i < self._row_limit:  # the last batch keeps no rows
+            if i == len(self._y):
+                self._grow_rows()
             self._x[i], self._y[i], self._w[i] = x, r, w
             self._filled = i + 1
         self.t += 1
@@ -194,8 +209,7 @@ class BatchedGLMBandit(Policy):
                 self._end_batch()
             self.batch += 1
             self._plan = None
-            self._x, self._y, self._w = self._batch_rows()
-            self._filled = 0
+            self._start_rows()
 
     def _end_batch(self) -> None:
         """``V`` (batch 1) or ``H_k`` and ``θ̂_k`` from this batch's data alone; refusals keep the old state."""

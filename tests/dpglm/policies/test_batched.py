@@ -160,15 +160,20 @@ def test_planned_and_per_round_paths_agree(small_problem):
     assert planned.diagnostics["planned_rounds"] == env.horizon and planned.diagnostics["unplanned_rounds"] == 0
 
 
-def test_chunks_of_a_block_plan_what_whole_batches_plan():
+def test_chunks_of_a_block_plan_what_whole_batches_plan(monkeypatch):
     # PlannedBatches plans at most to the next multiple of 1024 rounds (the env's block) and never
     # past the batch; a round's design depends on its own arm set only, so the actions are those of
-    # planning each whole batch at its first round. The last batch keeps no rows.
+    # planning each whole batch at its first round. The last batch keeps no rows. The chunked run's
+    # row arrays start at 3 rows (1024 in production) and double: the same fits as the other's.
+    import dpglm.policies.batched.loop as loop_module
+
 
     T, d, S = 3000, 3, 2.0
     env = StochasticContextEnv("logistic", d, 8, S, T, np.random.default_rng(12))
     params = batched_parameters("logistic", d, T, S)
+    monkeypatch.setattr(loop_module, "_FIRST_ROWS", 3)
     chunked = BGLinCB("logistic", d, T, S, np.random.default_rng(6), params=params)
+    monkeypatch.undo()
     sizes, plan = [], chunked.plan
     chunked.plan = lambda arm_sets: sizes.append((chunked.t, len(arm_sets))) or plan(arm_sets)
     actions = run_batched_policy(chunked, env).actions
@@ -184,6 +189,19 @@ def test_chunks_of_a_block_plan_what_whole_batches_plan():
             whole.plan(env.context_window(t, t + whole.rounds_left_in_batch))
         whole.observe(env.pull(t, whole.choose(env.contexts(t))))
     np.testing.assert_array_equal(env.actions, actions)
+    for batch, theta in whole.estimates.items():
+        np.testing.assert_array_equal(chunked.estimates[batch], theta)
+
+
+def test_a_horizon_of_2_to_the_53_holds_only_the_rows_played():
+    # The schedule plans a first batch of 10⁸ rounds (its float64 rows: 4 GB); the arrays grow with the rounds played.
+    env = StochasticContextEnv("logistic", 3, 5, 1.0, 40, np.random.default_rng(2))
+    for policy in (BGLinCB("logistic", 3, 2**53, 1.0, np.random.default_rng(3)),
+                   ShuffleDPGLMBandit("logistic", 3, 2**53, 1.0, np.random.default_rng(3), epsilon=1.0, delta=1e-5)):
+        env.reset()
+        for t in range(40):
+            policy.observe(env.pull(t, policy.choose(env.contexts(t))))
+        assert policy.schedule.lengths[0] > 10**8 and policy._x.shape == (1024, 3) and policy._filled == 40
 
 
 def test_exact_design_sum_in_chunks_is_the_one_pass_sum(rng):
