@@ -120,7 +120,8 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
                 break
             high = low
         else:
-            raise ValueError(f"the remaining budget {remaining} fits any {what} down to {low:.3g}")
+            raise ValueError(f"any {what} fits the remaining budget {remaining} (the run costs nothing down to "
+                             f"{low:.3g}: no noise is needed at this delta), so there is no smallest one to return")
     f_low, f_high = math.log(used(low)), math.log(used(high))  # f_low > 0 >= f_high
     last = 0  # which end moved last (Illinois: halve the stale end's value when the same end moves twice)
     widths = [math.log(high) - math.log(low)]

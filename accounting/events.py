@@ -231,6 +231,8 @@ def _cost_of_event(event: dp_event.DpEvent, currency: str, relation: str, ledger
         mu_squared = gaussian_parts(costed) if neighbours is _ADD_REMOVE else None
         if mu_squared is not None:
             return _gaussian_approx_cost(mu_squared, delta), pair
+        if delta >= _never_sampled_bound(costed):
+            return ApproxDP(0, delta), pair
         return _pld_cost(event, costed, neighbours, delta), pair
     if currency == "rdp":
         mu_squared = gaussian_parts(costed) if neighbours is _ADD_REMOVE else None
@@ -338,6 +340,20 @@ def _check_pld_work(costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) 
         raise ValueError(f"the event's RDP epsilon at delta={float(delta):.3g} is {estimate:.4g} > "
                          f"{MAX_PLD_EPSILON:g}: its PLD would span ~{estimate / _PLD_INTERVAL:.2g} points; "
                          "refused without costing it")
+
+
+def _never_sampled_bound(event: dp_event.DpEvent) -> Fraction:
+    """1 − Π(1 − qᵢ)^{nᵢ} for an event made only of Poisson-sampled parts, else 1 (no bound).
+
+    A record outside every sampled batch leaves the output's law unchanged, so the total variation between
+    neighbours is at most the chance it is ever sampled: the event is (0, that)-DP, under either relation.
+    """
+    log_survive = 0.0
+    for leaf, count in _leaves(event):
+        if not isinstance(leaf, dp_event.PoissonSampledDpEvent) or not leaf.sampling_probability < 1:
+            return Fraction(1)
+        log_survive += count * math.log1p(-float(leaf.sampling_probability))
+    return _round_up(-math.expm1(log_survive))  # rounded up: never a smaller bound than the real one
 
 
 def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> ApproxDP:
