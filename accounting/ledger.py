@@ -64,7 +64,10 @@ from accounting.costs import (
     cost_to_dict,
 )
 from accounting.journal.errors import JournalReadOnlyError
-from accounting.journal.persistence import replay, restore
+from accounting.journal.persistence import SNAPSHOT, replay, restore
+from accounting.journal.snapshot import interval as snapshot_interval
+from accounting.journal.snapshot import payload as snapshot_payload
+from accounting.journal.snapshot import size
 from accounting.journal.store import JournalStore, Transaction, open_journal
 from accounting.ladder import ODOMETER_ORDERS
 from accounting.spend import CURRENCIES, Currency, currency_of, exhausted, in_currency
@@ -124,6 +127,8 @@ class Ledger(Uncopyable):
         self.relation = relation
         self._lock = threading.RLock()
         self._seq = 0
+        self._snapshot = (0, 0)  # (seq, size in entries) of the journal's last snapshot row (journal/snapshot.py)
+        self._snapshot_pending: int | None = None  # the seq of a snapshot appended in the open transaction
         self._nonadaptive_cache: tuple[tuple[int, Any], Any] | None = None  # accounting.nonadaptive, per row and δ
         self._closed = False
         self._in_transaction = False
@@ -182,6 +187,7 @@ class Ledger(Uncopyable):
             except BaseException:
                 self._closed = True  # half-replayed: this ledger's view cannot be trusted any more
                 raise
+            self._snapshot_pending = None
             with self._journal.transaction() as transaction:
                 self._in_transaction = True
                 try:
@@ -193,15 +199,26 @@ class Ledger(Uncopyable):
                     yield transaction
                 finally:
                     self._in_transaction = False
+            if self._snapshot_pending is not None:  # committed with the row after it
+                self._snapshot = (self._snapshot_pending, size(self))
         finally:
+            self._snapshot_pending = None
             if self._closed:
                 self.close()
 
     def _append(self, transaction: Transaction | None, kind: str, path: str,
                  payload: Callable[[], dict[str, Any]]) -> int:
-        """The seq of a new row (journalled in ``transaction``; counted in memory without a journal)."""
+        """The seq of a new row (journalled in ``transaction``; counted in memory without a journal).
+
+        A transaction's first row is preceded by a snapshot row when one is due
+        (:mod:`accounting.journal.snapshot`): the state now is the replay of every
+        row before it, since nothing is applied before the commit.
+        """
         if transaction is None:
             return self._seq + 1
+        last, entries = self._snapshot
+        if self._snapshot_pending is None and self._seq - last >= snapshot_interval(entries):
+            self._snapshot_pending = transaction.append(SNAPSHOT, "", snapshot_payload(self))
         return transaction.append(kind, path, payload())
 
     def record_service_row(self, kind: str, payload: Callable[[list[tuple[int, str, dict[str, Any]]]], dict[str, Any]],

@@ -19,7 +19,7 @@ from accounting.chargeable import PartitionKey
 from accounting.costs import Cost
 from accounting.spend import ZERO, Vector, add, widest
 
-__all__ = ["ChargeRecord", "MechanismUse"]
+__all__ = ["ChargeRecord", "MechanismUse", "charge_key"]
 
 
 @dataclass
@@ -42,10 +42,11 @@ class MechanismUse:
         elif self.repeated is not None and self.repeated[0] is vector:
             self.repeated = (vector, self.repeated[1] + 1)
         else:
-            self._flush()
+            self.flush()
             self.repeated = (vector, 1)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Sum a pending run of repeated partition=None charges into ``sequential`` (the total is unchanged)."""
         if self.repeated is not None:
             vector, times = self.repeated
             self.sequential = add(self.sequential, tuple(times * x for x in vector) if times > 1 else vector)
@@ -54,17 +55,18 @@ class MechanismUse:
     @property
     def total(self) -> Vector:
         """Sequential charges plus the max over partition keys."""
-        self._flush()
+        self.flush()
         return add(self.sequential, self.widest)
 
 
-def _key(event: Any) -> Any:
-    """A hashable stand-in for a pair-form event (a composition holds a list): itself, or its repr."""
+def charge_key(charged: Cost, event: Any, from_event: bool) -> tuple[Cost, Any, bool]:
+    """What makes two charges the same distinct charge: the cost charged, the pair-form event (a hashable stand-in:
+    itself, or its repr when a composition holds a list), whether it came from an event."""
     try:
         hash(event)
     except TypeError:
-        return repr(event)
-    return event
+        return charged, repr(event), from_event
+    return charged, event, from_event
 
 
 class ChargeRecord:
@@ -78,7 +80,7 @@ class ChargeRecord:
     def add(self, vector: Vector, partition: PartitionKey, mechanism: str, note: str, analysis: bool, seq: int,
             charged: Cost, event: Any, from_event: bool) -> None:
         """Record one granted charge."""
-        key = (charged, _key(event), from_event)
+        key = charge_key(charged, event, from_event)
         counted = self._charges.get(key)
         if counted is None:
             counted = self._charges[key] = [seq, 0, event]

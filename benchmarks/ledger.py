@@ -247,7 +247,7 @@ def main() -> None:
                   + " ".join(f"{share:.0%}" for share in shares)
                   + ("" if processes == 1 else "  (plain: " + " ".join(f"{s:.0%}" for s in plain_shares) + ")"))
         journal = Journal(os.path.join(folder, "ledger-1.db"), read_only=True)
-        rows = len(journal.events())
+        rows = sum(1 for _ in journal.history())
         journal.close()
         size = sum(os.path.getsize(name) for name in glob.glob(os.path.join(folder, "ledger-1.db*")))
         print(f"journal file: {size / max(rows, 1):.0f} bytes a row ({rows} rows)")

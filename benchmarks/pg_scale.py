@@ -82,7 +82,8 @@ def _rows(url: str) -> tuple[int, Fraction]:
     """(rows, spent) of the journal at ``url``, read back by a read-only ledger (chain and anchors checked)."""
     ledger = Ledger.from_journal(url, read_only=True)
     try:
-        rows = sum(1 for _ in ledger._journal.events()) if ledger._journal is not None else 0
+        rows = (sum(1 for _, kind, _, _ in ledger._journal.history() if kind == "charge")
+                if ledger._journal is not None else 0)
         spent = ledger.root.spent
         assert isinstance(spent, ZCDP)
         return rows, spent.rho

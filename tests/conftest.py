@@ -4,10 +4,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_REFERENCE = Path(__file__).with_name("accounting") / "reference.py"
-_spec = importlib.util.spec_from_file_location("claims_reference", _REFERENCE)
-_reference = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_reference)
+
+def _load(name: str, filename: str):
+    """A helper module of tests/accounting/ (tests run with --import-mode=importlib: no package ``tests``)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("accounting") / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_reference = _load("claims_reference", "reference.py")
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +55,13 @@ def _witness_dir(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("DPGLM_ANCHOR_DIR", None)
     else:
         os.environ["DPGLM_ANCHOR_DIR"] = previous
+
+
+_workload = _load("snapshot_workload", "snapshot_workload.py")
+
+
+@pytest.fixture(scope="session")
+def snapshot_workload():
+    """A ledger using every part of a snapshot's state, its state as plain data, and the replay of every row
+    (tests/accounting/snapshot_workload.py)."""
+    return _workload

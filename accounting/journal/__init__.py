@@ -11,14 +11,18 @@ One room for one subsystem (docs/design.md, "accounting/journal/"):
   checks of what its path holds (:mod:`~accounting.journal.paths`) and its
   anchor (:mod:`~accounting.journal.anchor`);
 - :mod:`~accounting.journal.postgres`: the PostgreSQL journal, many hosts
-  (imported only when a ``postgresql://`` URL is opened: it needs psycopg),
+  (imported only when a ``postgresql://`` URL is opened: it needs psycopg;
+  its connection to the server: :mod:`~accounting.journal.pg_session`),
   with a throwaway server for tests and examples (:mod:`~accounting.journal._pgserver`);
 - :mod:`~accounting.journal.witness`: this host's witness of every journal,
   kept outside the journal's directory or server, so that a restored backup is
   refused (``accounting.journal.pg_anchor``, its name when it served PostgreSQL
   journals only, is an alias);
 - :mod:`~accounting.journal.persistence`: what a ledger writes into a journal
-  and how it replays it;
+  and how it replays it; :mod:`~accounting.journal.snapshot`: the snapshot rows
+  a ledger opens from (its state, not its history);
+  :mod:`~accounting.journal.verify`: ``dpglm ledger verify``, every row and
+  snapshot checked;
 - :mod:`~accounting.journal.errors`: the errors every store raises, one line
   each (docs/threat-model.md says which fault raises which).
 

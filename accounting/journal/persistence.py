@@ -19,6 +19,9 @@ journal restores the very same spend (docs/accounting.md, docs/threat-model.md):
   at, its SHA-256) and the one restore a checkpoint may have. They spend nothing;
   replay keeps them in ``ledger.service_rows`` so a restore can refuse a checkpoint
   restored before, or an older one.
+- ``"snapshot"`` (issue 32): the state rows 1..s − 1 build
+  (:mod:`accounting.journal.snapshot`). A ledger opens from the last one and
+  replays the rows after it; replay skips the ones others write meanwhile.
 
 A journal written for another budget or relation, naming an unknown account or
 an unknown kind of event, raises :class:`~accounting.journal.JournalMismatchError`.
@@ -26,13 +29,14 @@ an unknown kind of event, raises :class:`~accounting.journal.JournalMismatchErro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from accounting.chargeable import PartitionKey, check_partition
 from accounting.costs import ORDERS, Cost, check_orders, cost_from_dict, cost_to_dict
 from accounting.journal.errors import JournalMismatchError
+from accounting.journal.rows import SNAPSHOT
 from accounting.ladder import Ladder, legacy_ladder
 from accounting.spend import CURRENCIES, Currency, in_currency, is_currency
 from accounting.split import Allocation, Allocations
@@ -41,13 +45,14 @@ if TYPE_CHECKING:
     from accounting.journal.store import Event, JournalStore
     from accounting.ledger import Ledger
 
-__all__ = ["SERVICE_KINDS", "charge_payload", "read_split", "replay", "restore", "split_payload"]
+__all__ = ["SERVICE_KINDS", "SNAPSHOT", "charge_payload", "child_payload", "read_child", "read_split", "replay",
+           "restore", "split_payload"]
 
 SERVICE_KINDS = ("stopped", "restored")
 """Rows that spend nothing: a policy's clean stop and its restore (docs/service.md)."""
 
 
-def _child_payload(currency: str, allocation: Allocation) -> dict[str, Any]:
+def child_payload(currency: str, allocation: Allocation) -> dict[str, Any]:
     """One child of a split row: share, budget, held and tracked orders (rdp), ladder (accounting.ladder)."""
     out: dict[str, Any] = {"share": [str(x) for x in allocation.share], "budget": [str(x) for x in allocation.budget]}
     if currency == "rdp":
@@ -65,12 +70,12 @@ def split_payload(weights: Mapping[str, Fraction], currencies: Mapping[str, Curr
     return {
         "weights": {name: str(w) for name, w in weights.items()},
         "currency": dict(currencies),
-        "children": {name: _child_payload(currencies[name], allocation) for name, allocation in planned.items()},
+        "children": {name: child_payload(currencies[name], allocation) for name, allocation in planned.items()},
     } | ({} if partition is None else {"partition": partition})
 
 
-def _read_child(child: Mapping[str, Any], currency: str, parent: str) -> Allocation:
-    """Inverse of :func:`_child_payload`; a top account journalled before ladders gets the filter-only ladder."""
+def read_child(child: Mapping[str, Any], currency: str, parent: str) -> Allocation:
+    """Inverse of :func:`child_payload`; a top account journalled before ladders gets the filter-only ladder."""
     share = tuple(Fraction(x) for x in child["share"])
     budget = tuple(Fraction(x) for x in child["budget"])
     orders = check_orders([Fraction(x) for x in child["orders"]]) if "orders" in child else ORDERS
@@ -93,7 +98,7 @@ def read_split(payload: Mapping[str, Any], seq: int,
             raise JournalMismatchError(f"journal event {seq}: currency of {name!r} must be one of {CURRENCIES}, "
                                        f"got {chosen!r}")
         currencies[name] = chosen
-    planned: Allocations = {name: _read_child(c, currencies[name], parent) for name, c in payload["children"].items()}
+    planned: Allocations = {name: read_child(c, currencies[name], parent) for name, c in payload["children"].items()}
     try:
         partition = check_partition(payload.get("partition"))
     except TypeError as why:
@@ -118,7 +123,10 @@ def charge_payload(cost: Cost, charged: Cost, mechanism: str, relation: str, par
 
 
 def restore(ledger: Ledger, journal: JournalStore, budget: Cost, wanted: dict[str, Any]) -> None:
-    """Replay every event of ``journal`` into the fresh ``ledger``; close the journal if anything fails."""
+    """Bring the fresh ``ledger`` to the end of ``journal``: its last snapshot, then the rows after it, streamed.
+
+    Close the journal if anything fails.
+    """
     try:
         meta = journal.read_meta()
         if meta != wanted:
@@ -126,13 +134,19 @@ def restore(ledger: Ledger, journal: JournalStore, budget: Cost, wanted: dict[st
                 f"journal {journal.path} was written for budget {cost_from_dict(meta['budget'])} "
                 f"({meta['relation']}), not {budget} ({ledger.relation}); refusing to start over"
             )
-        replay(ledger, journal.events())
+        snapshot = journal.snapshot()
+        if snapshot is not None:
+            from accounting.journal import snapshot as snapshots
+
+            ledger.journal_path = journal.path
+            snapshots.load(ledger, snapshot[0], snapshot[3])
+        replay(ledger, journal.tail())
     except BaseException:
         journal.close()
         raise
 
 
-def replay(ledger: Ledger, events: Sequence[Event]) -> None:
+def replay(ledger: Ledger, events: Iterable[Event]) -> None:
     """Apply journalled rows (at open, or committed by other ledgers since) to ``ledger``'s accounts."""
     for seq, kind, path, payload in events:
         if seq != ledger._seq + 1:
@@ -173,6 +187,10 @@ def _replay(ledger: Ledger, seq: int, kind: str, path: str, payload: dict[str, A
         account._plan = Plan.from_dict(payload)
     elif kind in SERVICE_KINDS:
         ledger.service_rows.append((seq, kind, dict(payload)))
+    elif kind == SNAPSHOT:
+        from accounting.journal.snapshot import size
+
+        ledger._snapshot = (seq, size(ledger))
     else:
         raise JournalMismatchError(f"journal event {seq} has unknown kind {kind!r}")
     ledger._seq = seq

@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,17 +49,13 @@ from typing import Any
 import psycopg
 
 from accounting.journal.anchor import Anchor
-from accounting.journal.errors import (
-    JournalCorruptError,
-    JournalDiskFullError,
-    JournalReadOnlyError,
-    JournalReplacedError,
-)
-from accounting.journal.rows import FORMAT, canonical, header_hash, row_hash
+from accounting.journal.errors import JournalCorruptError, JournalReadOnlyError, JournalReplacedError
+from accounting.journal.pg_session import JournalNotDurableError, JournalUnavailableError, PgSession, parse_url
+from accounting.journal.rows import FORMAT, SNAPSHOT, Chain, canonical, checked, header_hash, row_hash
 from accounting.journal.store import Event
-from accounting.journal.witness import Witness, default_anchor_dir
+from accounting.journal.witness import RecentHashes, Witness, default_anchor_dir
 
-__all__ = ["JournalNotDurableError", "JournalUnavailableError", "PostgresJournal", "PostgresTransaction"]
+__all__ = ["JournalNotDurableError", "JournalUnavailableError", "PostgresJournal", "PostgresTransaction", "parse_url"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dpglm_journals (name TEXT PRIMARY KEY, journal_id TEXT NOT NULL UNIQUE, "
@@ -73,6 +68,13 @@ _SCHEMA = (
 )
 _SCHEMA_LOCK = 0x6470676C6D  # pg_advisory_xact_lock key: one schema creator at a time ("dpglm")
 _ROWS = "SELECT seq, kind, account, payload, prev, hash FROM dpglm_rows WHERE journal_id = %s AND seq > %s ORDER BY seq"
+_ROWS_UPTO = ("SELECT seq, kind, account, payload, prev, hash FROM dpglm_rows WHERE journal_id = %s AND seq > %s "
+              "AND seq <= %s ORDER BY seq")
+_ROW = "SELECT seq, kind, account, payload, prev, hash FROM dpglm_rows WHERE journal_id = %s AND seq = %s"
+#: the last snapshot row, found by scanning the primary key back from the end (the rows after it only)
+_LAST_SNAPSHOT = (f"SELECT seq, kind, account, payload, prev, hash FROM dpglm_rows WHERE journal_id = %s "
+                  f"AND kind = '{SNAPSHOT}' ORDER BY seq DESC LIMIT 1")
+_BATCH = 2000  # rows read per round trip (opening and verifying hold no list of every row)
 _HEAD = "SELECT seq, hash FROM dpglm_heads WHERE journal_id = %s"
 #: a transaction that writes one WAL record and commits with the session's (durable) synchronous_commit:
 #: its commit returns once the server's WAL is flushed past it, so past every commit before it
@@ -81,40 +83,6 @@ _BARRIER = "SELECT pg_logical_emit_message(true, 'dpglm', '')"
 #: lock before a charge, so that the rows replayed under the lock are only those committed meanwhile
 _STALE_SECONDS = 0.1
 _SERVER_LOST = "an older database image restored, or an asynchronous failover"
-_CAN_BARRIER = "SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')"
-#: settings a durable commit needs, and the values that are not durable
-_DURABILITY = {"fsync": ("off",), "synchronous_commit": ("off",), "full_page_writes": ("off",)}
-
-
-class JournalUnavailableError(ConnectionError):
-    """The PostgreSQL server cannot be reached, or the connection died before the charge committed: refused."""
-
-
-class JournalNotDurableError(RuntimeError):
-    """The server would acknowledge commits it has not made durable (``fsync`` or ``synchronous_commit`` off)."""
-
-
-def parse_url(url: str) -> tuple[str, str, str]:
-    """``(conninfo, shown, name)``: what to connect with, the URL without its password, the journal name."""
-    if not isinstance(url, str):
-        raise TypeError(f"journal must be a postgresql:// URL string, got {type(url).__name__}")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ValueError(f"journal must be a postgresql:// URL, got {url.split('@')[-1]!r}")
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    names = [value for key, value in query if key == "journal"]
-    name = names[-1] if names else "default"
-    if not name or len(name) > 200 or not name.isprintable():
-        raise ValueError(f"journal name (?journal=) must be 1 to 200 printable characters, got {name!r}")
-    rest = [(key, value) for key, value in query if key != "journal"]
-    conninfo = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(rest), ""))
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    visible = [(key, value) for key, value in query if key != "password"]
-    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, urllib.parse.urlencode(visible), ""))
-    return conninfo, shown, name
 
 
 class PostgresTransaction:
@@ -146,7 +114,7 @@ class PostgresTransaction:
         return seq
 
 
-class PostgresJournal:
+class PostgresJournal(PgSession):
     """The hash-chained journal of one ledger budget in a PostgreSQL database.
 
     Parameters
@@ -167,20 +135,20 @@ class PostgresJournal:
 
     def __init__(self, url: str, *, create: dict[str, Any] | None = None, read_only: bool = False,
                  anchor_dir: str | None = None, reconnect_seconds: float = 30.0) -> None:
-        self._conninfo, self.path, self.name = parse_url(url)
-        self.read_only = bool(read_only)
-        self.reconnect_seconds = float(reconnect_seconds)
-        self._conn: psycopg.Connection[Any] | None = None
+        super().__init__(url, read_only, reconnect_seconds)
         self._closed = False
-        #: whether the flush barrier may be used (else each commit is synchronous and holds the lock for its flush)
-        self.grouped = False
-        #: connections made again after one was lost, and lost COMMIT answers read back (granted, refused)
-        self.reconnects = 0
+        #: lost COMMIT answers read back (granted, refused)
         self.read_backs = [0, 0]
         self.anchors: Witness | None = None
         self._unreturned: list[Event] = []  # rows read after this store's last commit, not yet handed out
         self._looked = time.monotonic()  # when this store last read the rows
         self._others = False  # whether that read found rows of others
+        self._durable_seq = 0  # the last row known flushed when this store relied on it
+        self._snapshot: Event | None = None  # the last snapshot row at open (accounting.journal.snapshot)
+        self._tail_from = (0, "")  # (seq, hash) the rows after the snapshot chain from
+        self._opened = (0, "")  # (seq, hash) of the last row at open
+        self._tail: list[Event] | None = None  # the rows after the snapshot, if they were one batch
+        self._hashes = RecentHashes("")  # for this host's witness checks (accounting.journal.witness)
         try:
             self._conn = self._connect()
             info = self._conn.info
@@ -189,99 +157,13 @@ class PostgresJournal:
             self._open(self._conn, create)
             # read the witness before the rows: it then records nothing the snapshot below cannot see
             witnessed = self.anchors.read(self.journal_id)
-            self._events = self._read_all(self._conn)
+            self._read_open(self._conn)
             flushed = not self.read_only and self._flush(self._conn)
             self._durable_seq = self._last_seq if flushed else 0
             self._check_anchor(witnessed, record=flushed)
         except BaseException:
             self.close()
             raise
-
-    # ----- connecting ----------------------------------------------------------------------------
-    def _connect(self) -> psycopg.Connection[Any]:
-        """One connection, checked to commit durably; a one-line error if it cannot be made."""
-        try:
-            conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10, application_name="dpglm")
-        except psycopg.Error as error:
-            raise JournalUnavailableError(f"journal {self.path}: cannot connect ({_first_line(error)})") from None
-        try:
-            for setting, unsafe in _DURABILITY.items():
-                value = conn.execute("SELECT current_setting(%s)", (setting,)).fetchone()
-                if value is None or value[0] in unsafe:
-                    raise JournalNotDurableError(
-                        f"journal {self.path}: the server has {setting} = {None if value is None else value[0]}, so a "
-                        "commit it acknowledges can be lost in a crash and its budget granted again; turn it on"
-                    )
-            # a client stopped inside a charge must not hold the head lock for ever
-            conn.execute("SET idle_in_transaction_session_timeout = '60s'")
-            if self.read_only:
-                conn.execute("SET default_transaction_read_only = on")
-            else:
-                allowed = conn.execute(_CAN_BARRIER).fetchone()
-                self.grouped = bool(allowed and allowed[0])
-        except psycopg.Error as error:
-            # the server went away between the handshake and these checks (a restart, a failover)
-            failure = self._failure(conn, error)
-            conn.close()
-            raise failure from None
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _reconnect(self, deadline: float) -> psycopg.Connection[Any]:
-        """A fresh connection, retried until ``deadline`` (a server restarting, a failover)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        while True:
-            try:
-                self._conn = self._connect()
-                self.reconnects += 1
-                return self._conn
-            except JournalUnavailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
-
-    def _execute(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """Run one statement; psycopg errors become the journal's one-line errors."""
-        try:
-            cursor = conn.execute(query, params)
-            return cursor.fetchall() if cursor.description is not None else []
-        except psycopg.Error as error:
-            raise self._failure(conn, error) from None
-
-    def _run(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[list[Any]]:
-        """Run ``;``-separated statements in one round trip (parameters bound here); each statement's rows.
-
-        The simple query protocol runs them in order and stops at the first
-        error; psycopg errors become the journal's one-line errors.
-        """
-        try:
-            with psycopg.ClientCursor(conn) as cursor:
-                cursor.execute(query, params)
-                results = []
-                while True:
-                    results.append(cursor.fetchall() if cursor.description is not None else [])
-                    if not cursor.nextset():
-                        return results
-        except psycopg.Error as error:
-            raise self._failure(conn, error) from None
-
-    def _failure(self, conn: psycopg.Connection[Any], error: psycopg.Error) -> Exception:
-        """The one-line journal error for a psycopg error (the charge it interrupts is refused)."""
-        text = _first_line(error)
-        if conn.closed or conn.broken or isinstance(error, psycopg.OperationalError) and error.sqlstate is None:
-            return JournalUnavailableError(f"journal {self.path}: the server connection was lost ({text}): "
-                                           "charge refused")
-        state = error.sqlstate or ""
-        if state == "53100":
-            return JournalDiskFullError(f"journal {self.path}: the server's disk is full ({text}): charge refused")
-        if state in ("42501", "25006"):
-            return JournalReadOnlyError(f"journal {self.path} cannot be written by this role ({text}): "
-                                        "it cannot be charged")
-        return JournalCorruptError(f"journal {self.path}: the server refused a journal statement ({text})")
 
     # ----- opening -------------------------------------------------------------------------------
     def _open(self, conn: psycopg.Connection[Any], create: dict[str, Any] | None) -> None:
@@ -324,7 +206,7 @@ class PostgresJournal:
         self.journal_id: str = journal_id
         self._last_seq = 0
         self._last_hash: str = digest
-        self._hashes = [digest]  # hash of row k at index k (0: the header)
+        self._hashes = RecentHashes(digest)
 
     def _find(self, conn: psycopg.Connection[Any]) -> tuple[str, str, str, str] | None:
         if not self._execute(conn, "SELECT to_regclass('dpglm_journals') IS NOT NULL")[0][0]:
@@ -333,17 +215,62 @@ class PostgresJournal:
                              (self.name,))
         return None if not rows else (rows[0][0], rows[0][1], rows[0][2], rows[0][3])
 
-    def _read_all(self, conn: psycopg.Connection[Any]) -> list[Event]:
-        """Every row, chain-checked against the head, in one consistent snapshot."""
-        self._execute(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    def _read_open(self, conn: psycopg.Connection[Any]) -> None:
+        """The last snapshot row and the rows after it, chain-checked against the head, in one consistent snapshot.
+
+        The rows are checked a batch at a time; a tail of one batch is kept for :meth:`tail`, a longer one (a journal
+        without snapshots) is read again there.
+        """
         try:
-            head = self._execute(conn, _HEAD, (self.journal_id,))
-            events = self._verify(self._execute(conn, _ROWS, (self.journal_id, 0)), head)
+            _, head, last = self._run(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " + _HEAD + "; "
+                                      + _LAST_SNAPSHOT, (self.journal_id, self.journal_id))
+            if last:
+                self._snapshot = checked(self.path, tuple(last[0]), last[0][4], int(last[0][0]))
+                self._last_seq, self._last_hash = self._snapshot[0], last[0][5]
+            self._tail_from = (self._last_seq, self._last_hash)
+            kept: list[Event] | None = None  # the tail, if it is one batch
+            for number, rows in enumerate(self._batches(conn, self._last_seq, None)):
+                events = self._chain(rows, opening=True)
+                kept = events if number == 0 and len(rows) < _BATCH else None
+            self._tail = [] if self._last_seq == self._tail_from[0] else kept
+            self._check_head(head)
             self._execute(conn, "COMMIT")
         except BaseException:
             self._rollback(conn)
             raise
-        return events
+        self._opened = (self._last_seq, self._last_hash)
+
+    def _batches(self, conn: psycopg.Connection[Any], after: int, upto: int | None) -> Iterator[list[Any]]:
+        """The rows after row ``after`` (up to row ``upto``), :data:`_BATCH` at a time, one round trip each (inside
+        the caller's transaction: one consistent read)."""
+        while True:
+            if upto is None:
+                rows = self._execute(conn, _ROWS + " LIMIT %s", (self.journal_id, after, _BATCH))
+            else:
+                rows = self._execute(conn, _ROWS_UPTO + " LIMIT %s", (self.journal_id, after, upto, _BATCH))
+            if rows:
+                yield rows
+            if len(rows) < _BATCH:
+                return
+            after = int(rows[-1][0])
+
+    def _row(self, conn: psycopg.Connection[Any], seq: int) -> tuple[Event, str]:
+        """Row ``seq`` and its hash, checked against its own contents (not against the rows before it)."""
+        found = self._execute(conn, _ROW, (self.journal_id, seq))
+        if not found:
+            raise JournalCorruptError(f"journal {self.path}: row {seq} is missing")
+        return checked(self.path, tuple(found[0]), found[0][4], seq), found[0][5]
+
+    def _check_witness(self, conn: psycopg.Connection[Any], witnessed: Anchor | None) -> None:
+        """Refuse rows that end before ``witnessed`` (read before them) or hold another row where it points."""
+        assert self.anchors is not None
+        if witnessed is None or witnessed.seq > self._last_seq:
+            self.anchors.check(witnessed, self._last_seq, None, _SERVER_LOST)
+            return
+        digest = self._hashes.digest_at(witnessed.seq, (self._last_seq, self._last_hash),
+                                        lambda seq: self._row(conn, seq)[1])
+        self.anchors.check(witnessed, self._last_seq, {witnessed.seq: digest}, _SERVER_LOST)
+        self._hashes.checked(witnessed.seq, digest)
 
     def _verify(self, rows: list[Any], head: list[Any]) -> list[Event]:
         """Check ``rows`` (after this store's last seq) chain on from it and end at the head row; advance."""
@@ -353,33 +280,29 @@ class PostgresJournal:
         if head_seq < self._last_seq or (head_seq == self._last_seq and head_hash != self._last_hash):
             self._went_back(head_seq)
         events = self._chain(rows)
+        self._check_head(head)
+        return events
+
+    def _check_head(self, head: list[Any]) -> None:
+        """The rows read must end at the head row."""
+        if len(head) != 1:
+            raise JournalCorruptError(f"journal {self.path}: its head row is missing")
+        head_seq, head_hash = int(head[0][0]), head[0][1]
         if (self._last_seq, self._last_hash) != (head_seq, head_hash):
             raise JournalCorruptError(f"journal {self.path}: its head records row {head_seq} but the rows end at "
                                       f"row {self._last_seq}")
-        return events
 
-    def _chain(self, rows: list[Any]) -> list[Event]:
+    def _chain(self, rows: list[Any], *, opening: bool = False) -> list[Event]:
         """Check that ``rows`` chain on from the last row this store read; advance past them."""
+        chain = Chain(self.path, self._last_seq, self._last_hash)
+        if (not opening and rows and rows[0][4] != self._last_hash
+                and rows[0][0] == self._last_seq + 1 > self._durable_seq + 1):
+            self._went_back(self._last_seq - 1)  # our last row was replaced: it was lost before it was flushed
         events: list[Event] = []
-        hashes: list[str] = []
-        seq, digest = self._last_seq, self._last_hash
-        for row_seq, kind, account, text, previous, stored in rows:
-            if row_seq != seq + 1:
-                raise JournalCorruptError(f"journal {self.path}: row {seq + 1} is missing (the next row is {row_seq})")
-            if previous != digest and seq == self._last_seq > self._durable_seq:
-                self._went_back(seq - 1)  # our last row was replaced: it was lost before it was flushed
-            if previous != digest or stored != row_hash(digest, row_seq, kind, account, text):
-                raise JournalCorruptError(f"journal {self.path}: row {row_seq} is damaged (its hash does not match "
-                                          f"its contents or the previous row); rows 1..{seq} read back intact")
-            try:
-                payload = json.loads(text)
-            except ValueError:
-                raise JournalCorruptError(f"journal {self.path}: row {row_seq} is not valid JSON") from None
-            events.append((row_seq, kind, account, payload))
-            seq, digest = row_seq, stored
-            hashes.append(stored)
-        self._hashes.extend(hashes)
-        self._last_seq, self._last_hash = seq, digest
+        for row in rows:
+            events.append(chain.take(tuple(row)))
+            self._hashes.remember(chain.seq, chain.digest)
+        self._last_seq, self._last_hash = chain.seq, chain.digest
         self._looked = time.monotonic()
         return events
 
@@ -423,9 +346,9 @@ class PostgresJournal:
 
     def _check_anchor(self, witnessed: Anchor | None, *, record: bool) -> None:
         """Refuse a database behind this host's witness; with ``record``, record and advance the witness."""
-        assert self.anchors is not None
+        assert self.anchors is not None and self._conn is not None
         self.anchors.check_replaced(self.journal_id)
-        self.anchors.check(witnessed, self._last_seq, self._hashes, _SERVER_LOST)
+        self._check_witness(self._conn, witnessed)
         if record:
             self.anchors.record_id(self.journal_id)
             self.anchors.advance(Anchor(self.journal_id, self._last_seq, self._last_hash))
@@ -435,9 +358,47 @@ class PostgresJournal:
         """The header's budget and relation (verified at open)."""
         return dict(self.meta)
 
-    def events(self) -> list[Event]:
-        """The rows read at open, verified: (seq, kind, account path, payload)."""
-        return list(self._events)
+    def snapshot(self) -> Event | None:
+        """The last snapshot row present at open (checked against its own contents), or None."""
+        return self._snapshot
+
+    def tail(self) -> Iterator[Event]:
+        """The rows after :meth:`snapshot` present at open: those read at open if they were one batch, else read
+        again and checked against the chain, a batch at a time (one consistent read)."""
+        kept, self._tail = self._tail, None
+        if kept is not None:
+            yield from kept
+            return
+        yield from self._read_chain(Chain(self.path, *self._tail_from), self._opened[0])
+
+    def history(self) -> Iterator[Event]:
+        """Every row from row 1, checked against the chain from the header, a batch at a time (one consistent read:
+        ``dpglm ledger verify``)."""
+        yield from self._read_chain(Chain(self.path, 0, self._hashes.header), None)
+
+    def _read_chain(self, chain: Chain, upto: int | None) -> Iterator[Event]:
+        """The rows after ``chain``'s end, checked, in one consistent read: up to row ``upto``, where they must end
+        as they did at open, or (None) to the head, which they must reach."""
+        conn = self._conn
+        if self._closed or conn is None or conn.closed or conn.broken:
+            raise RuntimeError(f"journal {self.path} is closed")
+        self._execute(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            head = self._execute(conn, _HEAD, (self.journal_id,))
+            for rows in self._batches(conn, chain.seq, upto):
+                for row in rows:
+                    yield chain.take(tuple(row))
+            self._execute(conn, "COMMIT")
+        except BaseException:
+            self._rollback(conn)
+            raise
+        if upto is not None and (chain.seq, chain.digest) != self._opened:
+            raise JournalCorruptError(f"journal {self.path}: rows {self._tail_from[0] + 1}..{upto} changed after "
+                                      "they were checked at open")
+        if upto is None and (len(head) != 1 or (chain.seq, chain.digest) != (int(head[0][0]), head[0][1])
+                             or chain.seq < self._opened[0]):
+            raise JournalCorruptError(f"journal {self.path}: its rows end at row {chain.seq}, not at its head row or "
+                                      f"after row {self._opened[0]}, where they ended at open")
 
     def catch_up(self) -> list[Event]:
         """Rows others committed since this store last looked, read without the head lock.
@@ -503,7 +464,7 @@ class PostgresJournal:
                 raise
             try:
                 new_events = self._verify(rows, head)
-                self.anchors.check(witnessed, self._last_seq, self._hashes, _SERVER_LOST)
+                self._check_witness(conn, witnessed)
             except BaseException:
                 self._rollback(conn)
                 raise
@@ -540,7 +501,8 @@ class PostgresJournal:
         # refused and the committed rows come back in a later ``new_events`` (counted, never granted)
         assert self.anchors is not None
         self.anchors.advance(Anchor(self.journal_id, seq, digest))
-        self._hashes.extend(row[5] for row in tx.pending)
+        for row in tx.pending:
+            self._hashes.remember(row[0], row[5])
         self._last_seq, self._last_hash = seq, digest
         self._durable_seq = seq
         with contextlib.suppress(JournalCorruptError):  # nothing advanced: read again under the lock, refused there
@@ -573,15 +535,6 @@ class PostgresJournal:
             raise JournalCorruptError(f"journal {self.path}: charge {charge_id} is row {found[0][0]}, not the row "
                                       f"{seq} it was written as")
 
-    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
-        """Roll back if the connection still lives (a dead one has rolled back on the server)."""
-        if conn.closed or conn.broken:
-            return
-        try:
-            conn.execute("ROLLBACK")
-        except psycopg.Error:
-            conn.close()
-
     def close(self) -> None:
         """Close the connection and flush this host's witness; later charges raise ``RuntimeError``."""
         self._closed = True
@@ -591,7 +544,3 @@ class PostgresJournal:
         if self.anchors is not None:
             self.anchors.close()
 
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

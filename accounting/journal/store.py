@@ -15,9 +15,21 @@ The contract a store keeps (every store, every method):
 - ``read_only`` (bool): if true, :meth:`Transaction.append` raises
   :class:`~accounting.journal.JournalReadOnlyError`.
 - ``read_meta() -> dict``: the header's ``{"budget": ..., "relation": ...}``, verified.
-- ``events() -> list[Event]``: every row present when the store was opened,
-  chain-verified, in seq order; an :data:`Event` is ``(seq, kind, account, payload)``
-  with ``seq`` 1, 2, 3, ... The ledger replays these at open.
+- ``snapshot() -> Event | None``: the last ``"snapshot"`` row present when the
+  store was opened (:mod:`accounting.journal.snapshot`), checked against its own
+  contents, or None; an :data:`Event` is ``(seq, kind, account, payload)`` with
+  ``seq`` 1, 2, 3, ...
+- ``tail() -> Iterator[Event]``: the rows after that snapshot (every row if there
+  is none) present at open, chain-verified from it, in seq order, one at a time.
+  The ledger loads the snapshot and replays these at open: opening costs the
+  state and the rows since the last snapshot, not the history, and holds no
+  list of rows. The store checked them at open (and the anchor and witness
+  against them); a store may read them again here, and must then refuse rows
+  that changed since.
+- ``history() -> Iterator[Event]``: every row from row 1, chain-verified from
+  the header, one at a time, in one consistent read (``dpglm ledger verify``:
+  :mod:`accounting.journal.verify`); rows before the last snapshot are read
+  only here. Consume it before the store's next transaction.
 - ``transaction()``: a context manager. On entry it takes the journal's
   cross-process lock (a read-only store may take none) and yields a
   :class:`Transaction`, whose ``new_events`` are the rows committed *by others*
@@ -50,7 +62,7 @@ Errors are the classes of :mod:`accounting.journal` (``JournalCorruptError``,
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -90,7 +102,11 @@ class JournalStore(Protocol):
 
     def read_meta(self) -> dict[str, Any]: ...
 
-    def events(self) -> list[Event]: ...
+    def snapshot(self) -> Event | None: ...
+
+    def tail(self) -> Iterator[Event]: ...
+
+    def history(self) -> Iterator[Event]: ...
 
     def catch_up(self) -> list[Event]: ...
 

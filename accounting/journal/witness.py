@@ -37,13 +37,14 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from accounting.journal.anchor import Anchor, AnchorFile, read_anchor
 from accounting.journal.errors import JournalCorruptError, JournalDiskFullError, JournalReadOnlyError
 
-__all__ = ["Witness", "default_anchor_dir"]
+__all__ = ["RecentHashes", "Witness", "default_anchor_dir"]
 
 
 def default_anchor_dir() -> str:
@@ -218,3 +219,44 @@ def _fsync_directory(folder: str) -> None:
         os.fsync(handle)
     finally:
         os.close(handle)
+
+
+class RecentHashes:
+    """The hashes a store's next witness checks may ask for, without keeping one per row of the journal.
+
+    A witness read before the rows points at a row at or after the one it
+    pointed at last time (it never moves back): ``witnessed`` is that row and
+    its hash, ``recent`` the hashes of the rows read or appended after it (the
+    oldest dropped past ``limit``). :meth:`digest_at` answers from them, and
+    otherwise reads the row from the journal (``fetch``): a row before the
+    snapshot a store opened from, or one dropped.
+    """
+
+    def __init__(self, header: str, limit: int = 10_000) -> None:
+        self.header = header
+        self.witnessed = (0, header)
+        self.limit = limit
+        self.recent: OrderedDict[int, str] = OrderedDict()
+
+    def remember(self, seq: int, digest: str) -> None:
+        """Row ``seq`` (read or appended) has hash ``digest``."""
+        if seq > self.witnessed[0]:
+            self.recent[seq] = digest
+            if len(self.recent) > self.limit:
+                self.recent.popitem(last=False)
+
+    def digest_at(self, seq: int, last: tuple[int, str], fetch: Callable[[int], str]) -> str:
+        """The hash of row ``seq`` (at most ``last``, the last row read: (seq, hash))."""
+        if seq == last[0]:
+            return last[1]
+        if seq == self.witnessed[0]:
+            return self.witnessed[1]
+        if seq in self.recent:
+            return self.recent[seq]
+        return self.header if seq == 0 else fetch(seq)
+
+    def checked(self, seq: int, digest: str) -> None:
+        """The witness pointed at row ``seq`` (hash ``digest``) and was found there: forget the rows up to it."""
+        self.witnessed = (seq, digest)
+        while self.recent and next(iter(self.recent)) <= seq:
+            self.recent.popitem(last=False)

@@ -1,4 +1,4 @@
-"""``dpglm ledger demo``, ``dpglm ledger show JOURNAL`` and ``dpglm ledger pgserver``: build and inspect ledgers.
+"""``dpglm ledger demo``, ``show JOURNAL``, ``verify JOURNAL`` and ``pgserver``: build, inspect and check ledgers.
 
 ``demo`` builds the paper's Algorithm-2 budget (paper §6, "privacy guarantee":
 (ε, δ) split into thirds for the binary trees, the switching times and the
@@ -6,6 +6,9 @@ optimizer), charges it as the algorithm would and prints the budget report.
 ``pgserver`` starts a throwaway local PostgreSQL server for trying the PostgreSQL
 journal (the tests' own, :mod:`accounting.journal._pgserver`), prints its URL and
 runs until Ctrl-C, which stops it and deletes its directory (docs/postgres.md).
+``verify`` re-checks every row of a journal from its header and every snapshot
+against the replay of the rows before it (:mod:`accounting.journal.verify`):
+opening a ledger reads only the last snapshot and the rows after it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           description="Print the report of a journal, opened read-only.")
     show.add_argument("journal", help="journal written by a Ledger: a SQLite file or a postgresql:// URL")
     show.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify = sub.add_parser("verify", help="re-check every row of a journal and every snapshot (read-only)",
+                            description="Re-check the whole hash chain of a journal from its header, and that each "
+                                        "snapshot row equals the replay of the rows before it. Opening a ledger "
+                                        "reads only the last snapshot and the rows after it, so a row damaged "
+                                        "before the last snapshot is found here (docs/threat-model.md).")
+    verify.add_argument("journal", help="journal written by a Ledger: a SQLite file or a postgresql:// URL")
     sub.add_parser("pgserver", help="start a throwaway local PostgreSQL server to try the journal; Ctrl-C ends it",
                    description="Start a throwaway PostgreSQL server (initdb in a temporary directory, 127.0.0.1, a "
                                "free port, durable settings), print its URL and wait; Ctrl-C (or SIGTERM) stops it "
@@ -144,9 +153,28 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Check the whole journal; one line on stdout if intact, one line on stderr naming what is not (exit 2)."""
+    from accounting.journal.verify import verify
+
+    try:
+        checked = verify(args.journal)
+    except (JournalMismatchError, JournalBusyError, FileNotFoundError, PermissionError) as error:
+        print(f"dpglm ledger verify: {error}", file=sys.stderr)
+        return 2
+    opened = (f"opened from snapshot row {checked.opened_from}" if checked.opened_from
+              else "opened without a snapshot")
+    print(f"journal {checked.path}: rows 1..{checked.rows} intact, chained from the header; "
+          f"{checked.snapshots} snapshot row{'s' if checked.snapshots != 1 else ''}, each the replay of the rows "
+          f"before it; {opened}, equal to the replay")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.ledger_command == "demo":
         return _demo(args)
     if args.ledger_command == "pgserver":
         return _pgserver(args)
+    if args.ledger_command == "verify":
+        return _verify(args)
     return _show(args)

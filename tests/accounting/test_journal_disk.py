@@ -33,7 +33,7 @@ class _FullOnCommit:
 
 def _rows(path: str) -> list[str]:
     journal = Journal(path, read_only=True)
-    notes = [payload["note"] for _, _, _, payload in journal.events()]
+    notes = [payload["note"] for _, _, _, payload in journal.history()]
     journal.close()
     return notes
 

@@ -215,7 +215,7 @@ def test_processes_charging_together_leave_the_witness_at_the_last_row(tmp_path,
         worker.join(120)
         assert worker.exitcode == 0
     journal = Journal(path, read_only=True)
-    (last, *_), digest = journal.events()[-1], journal._chain.digest
+    (last, *_), digest = list(journal.history())[-1], journal._chain.digest
     witnessed = read_anchor(str(state / f"{journal.journal_id}.anchor"))
     journal.close()
     assert last == 100 and witnessed is not None and (witnessed.seq, witnessed.digest) == (100, digest)

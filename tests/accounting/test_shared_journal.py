@@ -62,7 +62,7 @@ def test_issue_21_overspend_grants_at_most_the_budget(tmp_path):
     assert a.remaining == PureDP(0) and a.root.spent == PureDP(1)
     a.close()
     journal = Journal(path, read_only=True)
-    rows = [(seq, payload["note"]) for seq, _, _, payload in journal.events()]
+    rows = [(seq, payload["note"]) for seq, _, _, payload in journal.history()]
     journal.close()
     assert rows == [(1, "A"), (2, "B")]  # 1 granted of 1; on main: 1.5, and row 2 overwritten
 
@@ -237,7 +237,7 @@ def run_and_kill(path: str, processes: int, charges: int, killed: int, seed: int
     for worker in workers:
         worker.wait(timeout=300)
     journal = Journal(path, read_only=True)
-    rows = {seq: payload for seq, kind, _, payload in journal.events() if kind == "charge"}
+    rows = {seq: payload for seq, kind, _, payload in journal.history() if kind == "charge"}
     journal.close()
     return {"budget": budget, "printed": printed, "rows": rows, "killed": set(kill_after),
             "codes": [w.returncode for w in workers]}

@@ -84,7 +84,7 @@ def _finish(process, receipts):
 def _rows(url):
     store = PostgresJournal(url, read_only=True)
     try:
-        return {seq: payload["note"] for seq, kind, _, payload in store.events() if kind == "charge"}
+        return {seq: payload["note"] for seq, kind, _, payload in store.history() if kind == "charge"}
     finally:
         store.close()
 
