@@ -223,3 +223,17 @@ def test_a_gdp_plan_may_be_charged_in_any_order_and_claims_the_exact_gaussian():
         pool.charge(GDP(0.3), mechanism="refit")  # two refits were planned, not three
     with pytest.raises(OffPlan):
         pool.charge(GDP(0.1), mechanism="other")
+
+
+def test_a_read_only_exhausted_journal_says_read_only_not_over_budget(tmp_path):
+    """On main a charge on an exhausted journal opened read-only raised BudgetExceeded (issue 31)."""
+    from accounting import JournalReadOnlyError
+
+    path = tmp_path / "spent.db"
+    with Ledger(PureDP(1), path) as ledger:
+        ledger.charge(PureDP(1), mechanism="everything")
+    with Ledger.from_journal(path, read_only=True) as shown:
+        for attempt in (lambda: shown.charge(PureDP(0.5), mechanism="more"),
+                        lambda: shown.split({"child": 1}), lambda: shown.root.split({"other": 1}, partition=1)):
+            with pytest.raises(JournalReadOnlyError, match="opened read-only"):
+                attempt()
