@@ -34,6 +34,7 @@ from accounting.validation import check_exact, check_real
 __all__ = [
     "zcdp_to_approx",
     "approx_to_zcdp",
+    "approx_to_zcdp_order",
     "pure_to_zcdp",
     "gaussian_sigma",
     "gaussian_rho",
@@ -176,6 +177,14 @@ def approx_to_zcdp(eps: Number, delta: Number, method: Literal["cks", "bun_stein
         return bs
     u = _best_u(lambda v: -_cks_rho_u(v, e, -log_inv_delta), math.sqrt(log_inv_delta / bs))
     return max(0.0, _cks_rho_u(u, e, -log_inv_delta))
+
+
+def approx_to_zcdp_order(eps: Number, delta: Number) -> float:
+    """The real order α > 1 at which :func:`approx_to_zcdp`'s CKS inverse takes its largest ρ."""
+    e = _positive(eps, "eps")
+    log_delta = math.log(_delta(delta))
+    bs = (math.sqrt(e - log_delta) - math.sqrt(-log_delta)) ** 2
+    return 1.0 + _best_u(lambda v: -_cks_rho_u(v, e, log_delta), math.sqrt(-log_delta / bs))
 
 
 def zcdp_to_approx_certified(rho: Fraction, delta: Fraction) -> Fraction:

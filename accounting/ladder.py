@@ -169,8 +169,17 @@ def zcdp_ladder(eps: Fraction, delta: Fraction) -> tuple[Ladder, Fraction]:
     The best order α* maximises B_α(ε, δ_F)/α over the grid (the order of
     :func:`accounting.rdp.held_for_share` at δ_F) and ρ_max = B_α*/α* exactly, so
     the zCDP filter Σρ ≤ ρ_max is that order's rung and reads ≤ ε when it holds.
+    A share so small that no grid order has a positive budget (ε = 0.0067 at
+    δ = 6·10⁻⁸ wants α near 3000) takes the real optimum of the CKS inverse
+    (:func:`accounting.convert.approx_to_zcdp_order`), rounded to a rational: αρ
+    is a zCDP account's Rényi bound at every order, not only the grid's.
     """
-    best = held_for_share(eps, filter_delta(delta)).orders[0]
+    try:
+        best = held_for_share(eps, filter_delta(delta)).orders[0]
+    except ValueError:
+        from accounting.convert import approx_to_zcdp_order
+
+        best = Fraction(approx_to_zcdp_order(eps, filter_delta(delta))).limit_denominator(1000)
     ladder = rdp_ladder(eps, delta, best)
     return ladder, ladder.budgets[ladder.orders.index(best)] / best
 
