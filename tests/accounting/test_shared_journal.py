@@ -227,6 +227,8 @@ def run_and_kill(path: str, processes: int, charges: int, killed: int, seed: int
                 seqs.append(int(line))
             if k in kill_after and len(seqs) == kill_after[k]:
                 worker.kill()
+                # receipts it printed before it died were returned, even if this thread had not read them yet
+                seqs.extend(int(rest) for rest in worker.stdout if rest.strip() not in ("refused", ""))
                 break
 
     threads = [threading.Thread(target=read, args=(k, w)) for k, w in enumerate(workers)]
