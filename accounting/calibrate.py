@@ -20,9 +20,11 @@ gdp and zcdp accounts refuse ``sample_rate < 1``: a subsampled Gaussian is not
 its zCDP is infinite. Search: the cost is decreasing in z; a bracket is found
 from a guess by factors of 1.5, then narrowed by regula falsi on ln z, stopping
 when the cost is ≥ 0.992 of what remains (the issue's target is 0.99) or the
-bracket is 10⁻⁹ relative. For a sampled run in an approx account (each PLD
-costs about a second) the guess is the z calibrated by the RDP conversion
-at the same δ, which the PLD's ε is below.
+bracket is 10⁻⁹ relative, or when, in a bracket of 10⁻³, a probe shows the cost
+not decreasing (the PLD ε at a large δ jitters with z), returning the smallest
+fitting z probed; an end costing nothing or refused is bisected. For a sampled
+run in an approx account (each PLD costs about a second) the guess is the z
+calibrated by the RDP conversion at the same δ, which the PLD's ε is below.
 """
 
 from __future__ import annotations
@@ -84,8 +86,12 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
     The cost decreases in x. A bracket [low (does not fit), high (fits)] is
     grown from ``guess`` by factors of 1.5, then narrowed by regula falsi
     (Illinois) on ln(cost fraction) against ln x: a few evaluations, which
-    matters when each is a PLD. A probe whose costing refuses it (``ValueError``
-    or ``TypeError``: too small a noise to cost) counts as not fitting.
+    matters when each is a PLD; bisection next to an end costing nothing or
+    refused (no slope to interpolate). Once the bracket is 10⁻³ relative, a probe
+    costing less than a smaller x or more than a larger one ends the search at
+    the smallest fitting x costed (a cost that jitters cannot be resolved more
+    finely). A probe whose costing refuses it (``ValueError`` or ``TypeError``:
+    too small a noise to cost) counts as not fitting.
     ``used_of(cost)`` gives (fraction, fits) for another fit rule than the
     component-wise one.
     """
@@ -129,8 +135,15 @@ def _search(cost_of: Callable[[float], Cost], remaining: Cost, guess: float, wha
         t = f_low / (f_low - f_high) if f_low > f_high else 0.5
         if len(widths) > 2 and widths[-1] > widths[-3] / 2:  # not halving (a cost that jumps): bisect
             t = 0.5
+        if used(high) <= _NOTHING or used(low) >= _REFUSED:  # an end costing nothing or refused has no slope
+            t = 0.5
         middle = math.exp(math.log(low) + min(max(t, 0.02), 0.98) * (math.log(high) - math.log(low)))
         f_middle = math.log(used(middle))
+        if high - low <= 1e-3 * high and any((x < middle and u < used(middle)) or (x > middle and u > used(middle))
+                                             for x, u in memo.items()):
+            # within 10⁻³ the cost is seen not to decrease (dp-accounting's PLD ε at a large δ jitters with z):
+            # the smallest fitting x is not defined more finely; return the smallest costed x that fits
+            return min(x for x, u in memo.items() if u <= 1)
         if f_middle <= 0:
             high, f_high = middle, f_middle
             f_low = f_low / 2 if last == 1 else math.log(used(low))
