@@ -347,13 +347,23 @@ def _never_sampled_bound(event: dp_event.DpEvent) -> Fraction:
 
     A record outside every sampled batch leaves the output's law unchanged, so the total variation between
     neighbours is at most the chance it is ever sampled: the event is (0, that)-DP, under either relation.
+    Exact (in fractions of the floats' values) for up to :data:`_EXACT_SAMPLES` sampled steps, so a bound equal to
+    δ is seen as equal (q = 0.5 once at δ = 0.5); above that, by floats rounded up.
     """
-    log_survive = 0.0
-    for leaf, count in _leaves(event):
-        if not isinstance(leaf, dp_event.PoissonSampledDpEvent) or not leaf.sampling_probability < 1:
-            return Fraction(1)
-        log_survive += count * math.log1p(-float(leaf.sampling_probability))
+    leaves = list(_leaves(event))
+    if not all(isinstance(leaf, dp_event.PoissonSampledDpEvent) and leaf.sampling_probability < 1
+               for leaf, _ in leaves):
+        return Fraction(1)
+    if sum(count for _, count in leaves) <= _EXACT_SAMPLES:
+        survive = Fraction(1)
+        for leaf, count in leaves:
+            survive *= (1 - Fraction(leaf.sampling_probability)) ** count
+        return 1 - survive
+    log_survive = sum(count * math.log1p(-float(leaf.sampling_probability)) for leaf, count in leaves)
     return _round_up(-math.expm1(log_survive))  # rounded up: never a smaller bound than the real one
+
+
+_EXACT_SAMPLES = 1024  # sampled steps up to which the never-sampled bound is a fraction (53 bits a step)
 
 
 def _pld_cost(event: dp_event.DpEvent, costed: dp_event.DpEvent, neighbours: Any, delta: Fraction) -> ApproxDP:

@@ -153,3 +153,23 @@ def test_calibration_answers_wherever_an_answer_exists(currency, eps, delta, q, 
     kwargs = {"delta": pool.remaining.delta} if currency == "approx" else {}
     pool.charge_event(sgd(q, z, steps), mechanism="DP-SGD", relation="add_remove", **kwargs)  # granted
     assert ledger.guarantee().eps <= eps
+
+
+def test_a_record_sampled_with_chance_exactly_delta_costs_nothing():
+    """q = 0.5 once at δ = 0.5: the record's chance of being sampled is δ exactly (the never-sampled bound, in
+    fractions: 1 − (1 − q)ⁿ), so every z fits and calibration says so at once; past 1024 steps the bound is a
+    float rounded up, never below the exact one."""
+    from accounting.events import _never_sampled_bound, cost_of_event
+
+    def sampled(q, n):
+        step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.0))
+        return dp_accounting.SelfComposedDpEvent(step, n)
+
+    assert _never_sampled_bound(sampled(0.5, 1)) == Fraction(1, 2)
+    assert _never_sampled_bound(sampled(0.25, 3)) == 1 - Fraction(3, 4) ** 3
+    exact = 1 - (1 - Fraction(0.001)) ** 2000
+    assert exact <= _never_sampled_bound(sampled(0.001, 2000)) <= exact * (1 + Fraction(1, 10**9))
+    free, _ = cost_of_event(sampled(0.5, 1), "approx", "add_remove", "add_remove", delta=Fraction(1, 2))
+    assert free.eps == 0
+    with pytest.raises(ValueError, match="no noise is needed"):
+        calibrate_noise_multiplier(Ledger(ApproxDP(0.1, 0.5), relation="add_remove"), sample_rate=0.5, steps=1)
