@@ -12,9 +12,11 @@ import pytest
 
 from accounting import JournalCorruptError, Ledger, PureDP
 from accounting.journal import snapshot as snapshots
-from accounting.journal.postgres import PostgresJournal
 from accounting.journal.rows import row_hash
 from accounting.journal.verify import verify
+
+pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
+from accounting.journal.postgres import PostgresJournal  # noqa: E402  (needs psycopg)
 
 
 @pytest.fixture(autouse=True)
