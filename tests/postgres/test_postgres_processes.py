@@ -37,6 +37,7 @@ def _charge_until_refused(url, name, count, receipts):
                 time.sleep(0.2)
 
     ledger = open_ledger()
+    store = ledger._journal  # kept: a ledger that lost rows closes itself, and its store with it
     reconnects, read_backs = 0, [0, 0]
     with open(receipts, "a") as out:
         while done < count:
@@ -47,11 +48,11 @@ def _charge_until_refused(url, name, count, receipts):
                 continue
             except JournalReplacedError:  # a crash lost rows this ledger had read but nobody was granted: reopen
                 reopened += 1
-                store = ledger._journal
                 reconnects, read_backs = reconnects + store.reconnects, [a + b for a, b in zip(
                     read_backs, store.read_backs, strict=True)]
                 ledger.close()
                 ledger = open_ledger()
+                store = ledger._journal
                 continue
             except BudgetExceeded:
                 refused += 1
@@ -59,7 +60,6 @@ def _charge_until_refused(url, name, count, receipts):
             done += 1
             out.write(f"{receipt.seq}\n")
             out.flush()
-    store = ledger._journal
     with open(f"{receipts}.done", "w") as out:
         out.write(f"refused {refused} unavailable {unavailable} reconnects {reconnects + store.reconnects} "
                   f"read_back_granted {read_backs[0] + store.read_backs[0]} "
