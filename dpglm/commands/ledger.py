@@ -129,6 +129,9 @@ def _pgserver(args: argparse.Namespace) -> int:
         raise OSError("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: install them (Debian: "
                       "apt-get install postgresql-15) or set DPGLM_PG_BIN to their folder")
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: the same clean end as Ctrl-C
+    # Ctrl-C ends it however it was started: a shell starts background jobs with SIGINT ignored, and Python keeps
+    # an ignored SIGINT ignored, so the server would outlive the Ctrl-C (or kill -INT) it promises to answer
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with TemporaryServer() as server:
         url = f"{server.url}?journal=try"
         print(f"PostgreSQL is running (throwaway: Ctrl-C stops it and deletes {server.root})\n"

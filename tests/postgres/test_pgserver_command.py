@@ -20,8 +20,11 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 @pytest.mark.parametrize("stop", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_pgserver_prints_a_url_that_works_until_it_is_stopped(stop, anchors, tmp_path):
     pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
+    # started as a shell starts a background job, with SIGINT ignored: the command must still answer it
+    # (it hung there, so CI run from a background shell waited out the timeout)
     server = subprocess.Popen([sys.executable, "-m", "dpglm.cli", "ledger", "pgserver"], cwd=tmp_path, env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         printed = [server.stdout.readline() for _ in range(8)]  # the eight lines it prints, then it waits
         text = "".join(printed)
