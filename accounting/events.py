@@ -347,20 +347,28 @@ def _never_sampled_bound(event: dp_event.DpEvent) -> Fraction:
 
     A record outside every sampled batch leaves the output's law unchanged, so the total variation between
     neighbours is at most the chance it is ever sampled: the event is (0, that)-DP, under either relation.
-    Exact (in fractions of the floats' values) for up to :data:`_EXACT_SAMPLES` sampled steps, so a bound equal to
-    δ is seen as equal (q = 0.5 once at δ = 0.5); above that, by floats rounded up.
+    Each qᵢ is read as the chance a float sampler realises (:func:`_realised_rate`), not the real number the
+    float stands for. Exact (in fractions) for up to :data:`_EXACT_SAMPLES` sampled steps, so a bound equal to δ
+    is seen as equal (q = 0.5 once at δ = 0.5); above that, by floats rounded up.
     """
     leaves = list(_leaves(event))
     if not all(isinstance(leaf, dp_event.PoissonSampledDpEvent) and leaf.sampling_probability < 1
                for leaf, _ in leaves):
         return Fraction(1)
-    if sum(count for _, count in leaves) <= _EXACT_SAMPLES:
+    rates = [(_realised_rate(leaf.sampling_probability), count) for leaf, count in leaves]
+    if sum(count for _, count in rates) <= _EXACT_SAMPLES:
         survive = Fraction(1)
-        for leaf, count in leaves:
-            survive *= (1 - Fraction(leaf.sampling_probability)) ** count
+        for rate, count in rates:
+            survive *= (1 - rate) ** count
         return 1 - survive
-    log_survive = sum(count * math.log1p(-float(leaf.sampling_probability)) for leaf, count in leaves)
+    log_survive = sum(count * math.log1p(-math.nextafter(float(rate), 1.0)) for rate, count in rates)
     return _round_up(-math.expm1(log_survive))  # rounded up: never a smaller bound than the real one
+
+
+def _realised_rate(q: float) -> Fraction:
+    """The chance a record is kept by ``random() < q`` with a uniform on the 2⁵³-grid (numpy's ``random()``
+    draws k/2⁵³): ⌈q·2⁵³⌉/2⁵³, which is q when q·2⁵³ is whole (q = 0.5) and at most 2⁻⁵³ above q otherwise."""
+    return Fraction(math.ceil(Fraction(q) * 2**53), 2**53)
 
 
 _EXACT_SAMPLES = 1024  # sampled steps up to which the never-sampled bound is a fraction (53 bits a step)

@@ -169,6 +169,15 @@ def test_a_record_sampled_with_chance_exactly_delta_costs_nothing():
     assert _never_sampled_bound(sampled(0.25, 3)) == 1 - Fraction(3, 4) ** 3
     exact = 1 - (1 - Fraction(0.001)) ** 2000
     assert exact <= _never_sampled_bound(sampled(0.001, 2000)) <= exact * (1 + Fraction(1, 10**9))
+    # a float q below 0.5 is not on numpy's 2⁻⁵³ grid: random() < q keeps a record with chance K/2⁵³, K the
+    # grid points below q (found here by the sampler's own float comparison), a hair above q
+    q, low, high = 0.01, 0, 2**53
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if middle * 2.0**-53 < q else (low, middle)
+    kept = Fraction(high, 2**53)
+    assert kept > Fraction(q) and _never_sampled_bound(sampled(q, 1)) >= kept
+    assert _never_sampled_bound(sampled(q, 5000)) >= 1 - (1 - kept) ** 5000
     free, _ = cost_of_event(sampled(0.5, 1), "approx", "add_remove", "add_remove", delta=Fraction(1, 2))
     assert free.eps == 0
     with pytest.raises(ValueError, match="no noise is needed"):
